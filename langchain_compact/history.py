@@ -125,9 +125,7 @@ def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
     def close_pending() -> None:
         for cid, name in pending:
-            out.append(
-                ToolMessage(INTERRUPTED_RESULT, tool_call_id=cid, name=name, status="error")
-            )
+            out.append(ToolMessage(INTERRUPTED_RESULT, tool_call_id=cid, name=name, status="error"))
             answered.add(cid)
         pending.clear()
 

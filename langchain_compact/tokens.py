@@ -102,7 +102,9 @@ def _message_parts(message: BaseMessage) -> tuple[list[str], int]:
             elif kind in ("image", "image_url", "input_image"):
                 fixed += TOKENS_PER_IMAGE
             elif kind in ("tool_use", "function_call"):
-                texts.append(json.dumps(block.get("input", block.get("arguments", "")), default=str))
+                texts.append(
+                    json.dumps(block.get("input", block.get("arguments", "")), default=str)
+                )
             else:
                 # Documented estimate for unknown blocks (audio, files, provider-specific):
                 # their JSON form, without large base64 payloads.
@@ -129,7 +131,9 @@ def _tools_text(tools: Sequence[Any] | None) -> str:
     return json.dumps(schemas, ensure_ascii=False, sort_keys=True)
 
 
-def approximate_tokens(messages: Sequence[BaseMessage], *, tools: Sequence[Any] | None = None) -> int:
+def approximate_tokens(
+    messages: Sequence[BaseMessage], *, tools: Sequence[Any] | None = None
+) -> int:
     """Estimate tokens without tokenizer files, CJK-aware.
 
     ~0.72 tokens per CJK character and ~3.6 characters per token otherwise (calibrated on
@@ -254,7 +258,11 @@ class TiktokenCounter:
         if cached is not None:
             return cached
         encoder = self._load()
-        n = _approx_text(text) if encoder is None else len(encoder.encode(text, disallowed_special=()))
+        n = (
+            _approx_text(text)
+            if encoder is None
+            else len(encoder.encode(text, disallowed_special=()))
+        )
         if len(self._cache) >= self.max_cache_entries:
             self._cache.clear()
         self._cache[text] = n
@@ -355,11 +363,13 @@ def provision_tiktoken_cache(cache_dir: str | os.PathLike[str] | None = None) ->
         >>> provision_tiktoken_cache("/tmp/tiktoken-cache")  # doctest: +SKIP
         PosixPath('/tmp/tiktoken-cache')
     """
-    try:
-        import bpe_openai
-    except ImportError:
+    # Locate the package without importing it (its import emits a DeprecationWarning).
+    import importlib.util
+
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    data_dir = Path(bpe_openai.__file__).parent / "data"
+    data_dir = Path(next(iter(spec.submodule_search_locations))) / "data"
     target = Path(
         cache_dir
         or os.environ.get("TIKTOKEN_CACHE_DIR")

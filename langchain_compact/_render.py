@@ -1,0 +1,74 @@
+"""Rendering messages as plain text for summarizers, and salient-detail extraction."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from langchain_compact.microcompact import tool_result_text
+
+_ROLE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+
+#: Numbers (3+ digits or decimals), ids like QX-4821 / a1b2c3d4, paths and URLs.
+_SALIENT_RE = re.compile(
+    r"https?://[^\s\"'<>)\]]+"  # URLs
+    r"|(?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]+)+"  # absolute / relative paths with a slash
+    r"|\b[\w\-]+\.(?:py|js|ts|rs|go|c|h|cc|cpp|java|json|yaml|yml|toml|md|txt|csv|sql|sh)\b"
+    r"|\b[A-Z][A-Z0-9]*-\d+[A-Z0-9\-]*\b"  # ticket-like ids
+    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # hashes
+    r"|\b\d+(?:[.,]\d+)+\b|\b\d{3,}\b"  # numbers
+)
+
+
+def render_call(name: str, args: object) -> str:
+    """``name({"a": 1})``: the JSON form summaries and the demo policy both read."""
+    return f"{name}({json.dumps(args, ensure_ascii=False, sort_keys=False)})"
+
+
+def render_message(message: BaseMessage, *, max_chars: int | None = None) -> str:
+    """One message as ``[role] text`` plus its tool calls, optionally clipped."""
+    role = _ROLE.get(message.type, message.type)
+    if isinstance(message, ToolMessage):
+        role = f"tool result {message.name or ''} ({message.tool_call_id})".replace("  ", " ")
+    text = tool_result_text(message)
+    if max_chars is not None and len(text) > max_chars:
+        half = max_chars // 2
+        text = f"{text[:half]}\n[... {len(text) - 2 * half} chars ...]\n{text[-half:]}"
+    lines = [f"[{role}] {text}".rstrip()]
+    if isinstance(message, AIMessage):
+        for call in message.tool_calls:
+            lines.append(
+                f"  -> called {render_call(call['name'], call['args'])} [{call.get('id')}]"
+            )
+    return "\n".join(lines)
+
+
+def render_transcript(
+    messages: Sequence[BaseMessage], *, max_chars_per_message: int | None = None
+) -> str:
+    """The messages as a plain transcript, one block per message."""
+    return "\n\n".join(render_message(m, max_chars=max_chars_per_message) for m in messages)
+
+
+def salient_items(text: str) -> list[str]:
+    """Numbers, identifiers, paths and URLs in ``text``, in order, without repeats."""
+    seen: dict[str, None] = {}
+    for match in _SALIENT_RE.finditer(text):
+        seen.setdefault(match.group(0).rstrip(".,;:"), None)
+    return list(seen)
+
+
+def context_of(item: str, text: str, *, width: int = 60) -> str:
+    """The line around the first occurrence of ``item`` in ``text``, clipped to ``width``."""
+    pos = text.find(item)
+    if pos < 0:
+        return item
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    end = len(text) if end < 0 else end
+    start = max(start, pos - width)
+    end = min(end, pos + len(item) + width)
+    return text[start:end].strip()

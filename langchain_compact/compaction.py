@@ -1,0 +1,586 @@
+"""One full compaction as a function (DESIGN.md B5), and the decision to run one (B6).
+
+:func:`compact_history` / :func:`acompact_history` share one body: a generator that yields
+the two kinds of I/O it needs (an archive write, a summarizer call) and receives their
+outcomes, so the sync and async twins differ only in how they perform the I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import logging
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from langchain_compact._meta import (
+    KIND_CLEARED,
+    KIND_PINNED_TASK,
+    KIND_STOP,
+    KIND_SUMMARY,
+    KIND_TRUNCATED,
+    get_meta,
+    kind_of,
+    with_meta,
+)
+from langchain_compact.config import CompactionConfig
+from langchain_compact.errors import CompactionError, ConfigError, SummarizerError
+from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
+from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, fidelity_supplement
+from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
+
+if TYPE_CHECKING:
+    from langchain_compact.archive import TranscriptArchive
+
+__all__ = [
+    "CompactionInfo",
+    "CompactionResult",
+    "Decision",
+    "acompact_history",
+    "compact_history",
+    "compaction_info",
+    "decide",
+    "stop_message",
+]
+
+logger = logging.getLogger("langchain_compact")
+
+SUMMARY_HEADER = (
+    "[Summary #{index} of the earlier conversation: {count} messages were compacted{archived}. "
+    "It replaces them; the original task is pinned above. Continue the task from here.]\n\n"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What one call of :func:`compact_history` did.
+
+    ``summary is None`` means nothing was compacted (see ``reason``) and ``messages`` is the
+    input unchanged.
+    """
+
+    messages: list[BaseMessage]
+    """The new full history."""
+    summary: BaseMessage | None
+    """The new summary message (also the boundary marker), or ``None``."""
+    tokens_before: int
+    tokens_after: int
+    archive_ref: str | None = None
+    """Reference of the archive record holding the compacted originals."""
+    compacted: list[BaseMessage] = field(default_factory=list)
+    """The span that was summarised, as it was in the input."""
+    removed_ids: list[str] = field(default_factory=list)
+    """Ids of input messages absent from the new history."""
+    summarizer: str = ""
+    """Which summarizer produced the summary (class name; ``"fallback:..."`` after a failure)."""
+    merged: int = 0
+    """How many earlier summaries were merged into one (summary budget exceeded)."""
+    errors: tuple[str, ...] = ()
+    """Summarizer failures that were recovered from."""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionInfo:
+    """Compaction history derived from the messages themselves (no extra state needed)."""
+
+    count: int
+    """Full compactions so far (the index of the newest summary)."""
+    turns_since: int
+    """Model turns (AIMessages) since the newest compaction."""
+    refill_streak: int
+    """Compactions in a row whose context refilled within one model turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the routing edge should do next."""
+
+    action: Literal["continue", "compact", "stop"]
+    tokens: int
+    trigger: int
+    reason: str
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def compaction_info(messages: Sequence[BaseMessage]) -> CompactionInfo:
+    """Read the compaction count, turns since the last one and the refill streak."""
+    b = last_boundary_index(messages)
+    if b < 0:
+        turns = sum(isinstance(m, AIMessage) for m in messages)
+        return CompactionInfo(count=0, turns_since=turns, refill_streak=0)
+    meta = get_meta(messages[b])
+    kept = {str(i) for i in meta.get("kept_ids") or []}
+    turns = sum(isinstance(m, AIMessage) and m.id not in kept for m in messages[b + 1 :])
+    return CompactionInfo(
+        count=int(meta.get("index", 1)),
+        turns_since=turns,
+        refill_streak=int(meta.get("refill_streak", 0)),
+    )
+
+
+def _trigger(config: CompactionConfig) -> int:
+    trigger = config.trigger_tokens
+    if trigger is None:
+        raise ConfigError(
+            "context_window is unknown: pass CompactionConfig(context_window=...) or a chat "
+            "model whose profile has 'max_input_tokens'."
+        )
+    return trigger
+
+
+def decide(
+    messages: Sequence[BaseMessage],
+    *,
+    config: CompactionConfig,
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+) -> Decision:
+    """Decide whether the next model call may go ahead, needs a compaction first, or must stop.
+
+    Uses the usage-anchored context size, so stale usage from before a compaction never
+    triggers another one. Stops when ``max_compactions`` is reached, when the thrash guard
+    fires, or when nothing is left to compact (the kept tail alone is over the trigger).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> decide([HumanMessage("hi")], config=CompactionConfig(context_window=1000)).action
+        'continue'
+    """
+    trigger = _trigger(config)
+    tokens = context_tokens(messages, counter=counter, tools=tools)
+    if tokens < trigger:
+        return Decision("continue", tokens, trigger, "under the trigger")
+    info = compaction_info(messages)
+    window = config.context_window or trigger
+    if config.max_compactions is not None and info.count >= config.max_compactions:
+        return Decision(
+            "stop",
+            tokens,
+            trigger,
+            f"the compaction limit max_compactions={config.max_compactions} is reached",
+        )
+    if info.count and info.turns_since < config.cooldown_turns and tokens < window:
+        return Decision("continue", tokens, trigger, "cooldown: micro-compaction only")
+    if info.count and info.turns_since <= 1 and info.refill_streak + 1 >= config.thrash_limit:
+        return Decision(
+            "stop",
+            tokens,
+            trigger,
+            f"thrash guard: {config.thrash_limit} compactions in a row refilled the context "
+            "within one model turn",
+        )
+    if _plan(messages, config) is None:
+        return Decision(
+            "stop",
+            tokens,
+            trigger,
+            "nothing is left to compact: the kept messages alone exceed the trigger",
+        )
+    return Decision("compact", tokens, trigger, f"{tokens} tokens >= trigger {trigger}")
+
+
+def stop_message(messages: Sequence[BaseMessage], reason: str, *, advice: str = "") -> AIMessage:
+    """The message the run ends with when it must stop: what is done, pending, blocked, next."""
+    b = last_boundary_index(messages)
+    recent = [m for m in messages[b + 1 :] if kind_of(m) != KIND_STOP]
+    status = ExtractiveSummarizer().summarize(recent or list(messages), max_tokens=700)
+    how = advice or (
+        "raise CompactionConfig.max_compactions or context_window, lower keep_last_n, or start "
+        "a new thread with the pinned task and the latest summary; archived originals stay "
+        "available through recall_archived."
+    )
+    text = (
+        f"I stopped before finishing, to avoid overflowing or thrashing the context.\n\n"
+        f"Blocked: {reason}.\n\nWhat is done and pending (from the recent context):\n{status}\n\n"
+        f"How to continue: {how}"
+    )
+    digest = hashlib.sha1(f"{reason}|{len(messages)}".encode()).hexdigest()[:12]
+    msg = AIMessage(text, id=f"lc-compact-stop-{digest}")
+    result = with_meta(msg, kind=KIND_STOP, reason=reason)
+    assert isinstance(result, AIMessage)
+    return result
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    head: list[BaseMessage]  # system messages, pinned task, earlier summaries: verbatim
+    span: list[BaseMessage]
+    tail: list[BaseMessage]
+
+
+def _plan(messages: Sequence[BaseMessage], config: CompactionConfig) -> _Plan | None:
+    n = len(messages)
+    b = last_boundary_index(messages)
+    if b >= 0:
+        head = list(messages[: b + 1])
+        start = b + 1
+        task_i = -1
+    else:
+        start = 0
+        while start < n and isinstance(messages[start], SystemMessage):
+            start += 1
+        head = list(messages[:start])
+        task_i = original_task_index(messages) if config.pin_original_task else -1
+    cut = find_safe_cut(messages, max(start, n - config.keep_last_n))
+    if task_i >= cut:
+        task_i = -1
+    span = [m for i, m in enumerate(messages[start:cut], start) if i != task_i]
+    if not span:
+        return None
+    if task_i >= 0:
+        task = messages[task_i]
+        head.append(
+            task if kind_of(task) == KIND_PINNED_TASK else with_meta(task, kind=KIND_PINNED_TASK)
+        )
+    return _Plan(head=head, span=span, tail=list(messages[cut:]))
+
+
+# --------------------------------------------------------------------------- I/O ops
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _ArchiveOp:
+    archive: TranscriptArchive
+    messages: list[BaseMessage]
+    thread_id: str
+    reason: str
+    metadata: dict[str, Any]
+
+    def run(self) -> _Outcome:
+        try:
+            return _Outcome(
+                self.archive.write(
+                    self.messages,
+                    thread_id=self.thread_id,
+                    reason=self.reason,
+                    metadata=self.metadata,
+                )
+            )
+        except Exception as exc:
+            return _Outcome(error=exc)
+
+    async def arun(self) -> _Outcome:
+        try:
+            return _Outcome(
+                await self.archive.awrite(
+                    self.messages,
+                    thread_id=self.thread_id,
+                    reason=self.reason,
+                    metadata=self.metadata,
+                )
+            )
+        except Exception as exc:
+            return _Outcome(error=exc)
+
+
+@dataclass(frozen=True, slots=True)
+class _SummarizeOp:
+    summarizer: Summarizer
+    messages: list[BaseMessage]
+    max_tokens: int
+    timeout: float | None
+
+    def run(self) -> _Outcome:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        try:
+            future = pool.submit(
+                self.summarizer.summarize, self.messages, max_tokens=self.max_tokens
+            )
+            return _Outcome(future.result(timeout=self.timeout))
+        except concurrent.futures.TimeoutError:
+            return _Outcome(
+                error=SummarizerError(f"the summarizer timed out after {self.timeout} s")
+            )
+        except Exception as exc:
+            return _Outcome(error=exc)
+        finally:
+            pool.shutdown(wait=False)
+
+    async def arun(self) -> _Outcome:
+        try:
+            call = self.summarizer.asummarize(self.messages, max_tokens=self.max_tokens)
+            return _Outcome(await asyncio.wait_for(call, timeout=self.timeout))
+        except asyncio.TimeoutError:
+            return _Outcome(
+                error=SummarizerError(f"the summarizer timed out after {self.timeout} s")
+            )
+        except Exception as exc:
+            return _Outcome(error=exc)
+
+
+_Op = _ArchiveOp | _SummarizeOp
+_Steps = Generator[_Op, _Outcome, CompactionResult]
+
+
+def _check_summary(text: Any, max_tokens: int) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise SummarizerError("the summarizer returned no text")
+    tokens = approximate_tokens([HumanMessage(text)])
+    if tokens > max_tokens * 1.25 + 20:
+        raise SummarizerError(f"the summary is over its bound (~{tokens} > {max_tokens} tokens)")
+    return text.strip()
+
+
+def _summarize_steps(
+    summarizer: Summarizer, messages: list[BaseMessage], config: CompactionConfig
+) -> Generator[_Op, _Outcome, tuple[str, str, list[str]]]:
+    """Primary summarizer with retries, then the extractive fallback; never loses anything."""
+    errors: list[str] = []
+    chain: list[tuple[Summarizer, int]] = [(summarizer, config.summarizer_retries + 1)]
+    if not isinstance(summarizer, ExtractiveSummarizer):
+        chain.append((ExtractiveSummarizer(), 1))
+    for candidate, attempts in chain:
+        for _ in range(attempts):
+            outcome = yield _SummarizeOp(
+                candidate, messages, config.summary_max_tokens, config.summarizer_timeout
+            )
+            try:
+                if outcome.error is not None:
+                    raise outcome.error
+                text = _check_summary(outcome.value, config.summary_max_tokens)
+            except Exception as exc:
+                errors.append(f"{type(candidate).__name__}: {type(exc).__name__}: {exc}")
+                logger.warning("summarizer failed (%s); %s", errors[-1], "retrying or falling back")
+                continue
+            name = type(candidate).__name__
+            return text, (name if candidate is summarizer else f"fallback:{name}"), errors
+    raise SummarizerError(
+        "every summarizer failed, so nothing was compacted and nothing was lost: "
+        + "; ".join(errors)
+    )
+
+
+def _archive_step(
+    archive: TranscriptArchive | None,
+    messages: list[BaseMessage],
+    thread_id: str,
+    reason: str,
+    metadata: dict[str, Any],
+) -> Generator[_Op, _Outcome, str | None]:
+    todo = [
+        m
+        for m in messages
+        if not (kind_of(m) in (KIND_CLEARED, KIND_TRUNCATED) and get_meta(m).get("archive_ref"))
+    ]
+    if archive is None or not todo:
+        return None
+    outcome = yield _ArchiveOp(archive, todo, thread_id, reason, metadata)
+    if outcome.error is not None:
+        raise CompactionError(
+            f"archiving the compacted messages failed ({outcome.error}); nothing was changed. "
+            "Fix the archive (path, permissions, store connection) and retry."
+        ) from outcome.error
+    return str(outcome.value)
+
+
+def _digest(messages: Sequence[BaseMessage]) -> str:
+    h = hashlib.sha256()
+    for m in messages:
+        h.update(f"{m.id}|{m.type}|".encode())
+        h.update(json.dumps(m.content, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def _summary_message(
+    text: str, config: CompactionConfig, span: Sequence[BaseMessage], **meta: Any
+) -> BaseMessage:
+    cls = SystemMessage if config.summary_role == "system" else HumanMessage
+    return with_meta(cls(text, id=f"lc-compact-summary-{_digest(span)}"), kind=KIND_SUMMARY, **meta)
+
+
+def _steps(
+    messages: Sequence[BaseMessage],
+    summarizer: Summarizer,
+    config: CompactionConfig,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    counter: TokenCounter,
+    tools: Sequence[Any] | None,
+) -> _Steps:
+    tokens_before = context_tokens(messages, counter=counter, tools=tools)
+    plan = _plan(messages, config)
+    if plan is None:
+        return CompactionResult(
+            list(messages), None, tokens_before, tokens_before, reason="nothing to compact"
+        )
+    span = plan.span
+    if config.redactor is not None:
+        from langchain_compact.redaction import redact_messages
+
+        span = redact_messages(span, config.redactor)
+    info = compaction_info(messages)
+    index = info.count + 1
+    ref = yield from _archive_step(archive, span, thread_id, "compaction", {"index": index})
+    text, used, errors = yield from _summarize_steps(summarizer, span, config)
+    supplement = fidelity_supplement(span, text)
+    archived = f", archived as {ref}" if ref else ""
+    body = SUMMARY_HEADER.format(index=index, count=len(span), archived=archived) + text
+    if supplement:
+        body += "\n\n" + supplement
+    head, merged, merge_ref = plan.head, 0, None
+    earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
+    window = config.context_window
+    if window and len(earlier) >= 2:
+        budget = config.summary_budget_ratio * window
+        total = counter(earlier) + approximate_tokens([HumanMessage(body)])
+        if total > budget:
+            merge_ref = yield from _archive_step(
+                archive, earlier, thread_id, "summary-merge", {"index": index}
+            )
+            merged_text, _, merge_errors = yield from _summarize_steps(summarizer, earlier, config)
+            errors += merge_errors
+            merge_extra = fidelity_supplement(earlier, merged_text)
+            if merge_extra:
+                merged_text += "\n\n" + merge_extra
+            merged_msg = _summary_message(
+                f"[Merged summary of compactions 1-{index - 1}.]\n\n{merged_text}",
+                config,
+                earlier,
+                index=index - 1,
+                merged_from=[m.id for m in earlier],
+                archive_ref=merge_ref,
+            )
+            first = head.index(earlier[0])
+            head = [m for m in head if kind_of(m) != KIND_SUMMARY]
+            head.insert(min(first, len(head)), merged_msg)
+            merged = len(earlier)
+    streak = info.refill_streak + 1 if info.count and info.turns_since <= 1 else 0
+    meta: dict[str, Any] = {
+        "index": index,
+        "archive_ref": ref,
+        "span_ids": [m.id for m in plan.span],
+        "kept_ids": [m.id for m in plan.tail if m.id is not None],
+        "turns_since_previous": info.turns_since,
+        "refill_streak": streak,
+        "summarizer": used,
+        "tokens_before": tokens_before,
+    }
+    draft = [*head, _summary_message(body, config, plan.span, **meta), *plan.tail]
+    tokens_after = counter(draft) + (approximate_tokens([], tools=tools) if tools else 0)
+    summary = _summary_message(body, config, plan.span, **meta, tokens_after=tokens_after)
+    new = [*head, summary, *plan.tail]
+    kept = {m.id for m in new}
+    logger.info(
+        "compaction #%d: %d -> %d tokens, %d messages summarised by %s%s",
+        index,
+        tokens_before,
+        tokens_after,
+        len(span),
+        used,
+        archived,
+    )
+    return CompactionResult(
+        messages=new,
+        summary=summary,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        archive_ref=ref,
+        compacted=list(plan.span),
+        removed_ids=[m.id for m in messages if m.id is not None and m.id not in kept],
+        summarizer=used,
+        merged=merged,
+        errors=tuple(errors),
+        reason="compacted",
+    )
+
+
+def compact_history(
+    messages: Sequence[BaseMessage],
+    *,
+    summarizer: Summarizer | None = None,
+    config: CompactionConfig | None = None,
+    archive: TranscriptArchive | None = None,
+    thread_id: str = "default",
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+) -> CompactionResult:
+    """Run one full compaction over ``messages`` and return the new history.
+
+    New history: leading system message(s), the original task pinned verbatim, earlier
+    summaries verbatim (never summarised again unless they pass the summary budget), the
+    new summary (tagged as the boundary), then the kept tail, cut so that no tool-call
+    batch is split. The span is archived before anything is replaced; a summarizer failure
+    is retried, then replaced by the extractive summarizer; if everything fails,
+    :class:`SummarizerError` is raised and nothing is lost.
+
+    Args:
+        messages: The full history (not modified).
+        summarizer: Defaults to :class:`ExtractiveSummarizer`.
+        config: Settings; ``context_window`` is needed only for the summary budget.
+        archive: Where the compacted originals go (``None``: not archived).
+        thread_id: Archive namespace.
+        counter: Token counter for the before/after numbers.
+        tools: Tool schemas the model is called with (counted when no usage is known).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> history = [HumanMessage("Task: count to 3", id="t")]
+        >>> history += [AIMessage(f"{i}", id=f"a{i}") for i in range(1, 8)]
+        >>> result = compact_history(history, config=CompactionConfig(keep_last_n=2))
+        >>> [m.id for m in result.messages][0], len(result.messages)
+        ('t', 4)
+    """
+    steps = _steps(
+        messages,
+        summarizer or ExtractiveSummarizer(),
+        config or CompactionConfig(),
+        archive,
+        thread_id,
+        counter,
+        tools,
+    )
+    outcome: _Outcome | None = None
+    while True:
+        try:
+            op = steps.send(outcome) if outcome is not None else next(steps)
+        except StopIteration as done:
+            result: CompactionResult = done.value
+            return result
+        outcome = op.run()
+
+
+async def acompact_history(
+    messages: Sequence[BaseMessage],
+    *,
+    summarizer: Summarizer | None = None,
+    config: CompactionConfig | None = None,
+    archive: TranscriptArchive | None = None,
+    thread_id: str = "default",
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+) -> CompactionResult:
+    """Async twin of :func:`compact_history` (same body; async I/O)."""
+    steps = _steps(
+        messages,
+        summarizer or ExtractiveSummarizer(),
+        config or CompactionConfig(),
+        archive,
+        thread_id,
+        counter,
+        tools,
+    )
+    outcome: _Outcome | None = None
+    while True:
+        try:
+            op = steps.send(outcome) if outcome is not None else next(steps)
+        except StopIteration as done:
+            result: CompactionResult = done.value
+            return result
+        outcome = await op.arun()

@@ -1,0 +1,102 @@
+"""`create_compacting_agent`: a ReAct agent with compaction built in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langgraph.graph import START, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from langchain_compact.config import CompactionConfig
+from langchain_compact.graph.state import CompactionState
+from langchain_compact.graph.wiring import add_compaction
+from langchain_compact.summarizers import Summarizer
+from langchain_compact.tokens import TokenCounter, approximate_tokens
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.graph.state import CompiledStateGraph
+    from langgraph.store.base import BaseStore
+
+    from langchain_compact.archive import TranscriptArchive
+
+__all__ = ["create_compacting_agent"]
+
+
+def create_compacting_agent(
+    model: BaseChatModel,
+    tools: Sequence[Any],
+    *,
+    config: CompactionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    archive: TranscriptArchive | None = None,
+    system_prompt: str | None = None,
+    recall_tool: bool = True,
+    counter: TokenCounter = approximate_tokens,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    store: BaseStore | None = None,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Build a tool-calling agent (``agent`` -> ``tools`` loop) with compaction wired in.
+
+    Args:
+        model: A chat model that supports ``bind_tools``.
+        tools: The agent's tools.
+        config: Settings; ``context_window`` defaults to ``model.profile``.
+        summarizer: Defaults to the extractive summarizer; pass ``LLMSummarizer(model)``
+            for LLM summaries.
+        archive: Where originals go; defaults to ``JsonlArchive(config.archive_dir)``.
+        system_prompt: Prepended to every model call (not stored in the state).
+        recall_tool: Add ``make_recall_tool(archive)`` so the model can read originals back.
+        counter: Local token counter.
+        checkpointer: Any LangGraph checkpointer (``InMemorySaver``, SQLite, Postgres).
+        store: A LangGraph store, passed to ``compile``.
+
+    Example:
+        >>> from langchain_compact.demo import ContextReadingPolicy, DependentTask
+        >>> task = DependentTask(steps=3, payload_chars=300)
+        >>> agent = create_compacting_agent(
+        ...     ContextReadingPolicy(), task.tools(),
+        ...     config=CompactionConfig(context_window=4000), archive=None, recall_tool=False)
+        >>> out = agent.invoke({"messages": [("user", task.prompt())]})
+        >>> task.check(out["messages"][-1].content).ok
+        True
+    """
+    from langchain_compact.archive import JsonlArchive, make_recall_tool
+
+    cfg = config or CompactionConfig()
+    if archive is None and recall_tool:
+        archive = JsonlArchive(cfg.archive_dir)
+    all_tools = list(tools)
+    if recall_tool and archive is not None:
+        all_tools.append(make_recall_tool(archive))
+    bound = model.bind_tools(all_tools) if all_tools else model
+    prefix: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
+
+    def agent(state: CompactionState, config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [bound.invoke([*prefix, *state["messages"]], config)]}
+
+    async def aagent(state: CompactionState, config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke([*prefix, *state["messages"]], config)]}
+
+    builder = StateGraph(CompactionState)
+    builder.add_node("agent", RunnableLambda(agent, afunc=aagent, name="agent"))
+    builder.add_edge(START, "agent")
+    if all_tools:
+        builder.add_node("tools", ToolNode(all_tools))
+        builder.add_conditional_edges("agent", tools_condition)
+        builder.add_edge("tools", "agent")
+    add_compaction(
+        builder,
+        model_node="agent",
+        config=cfg,
+        summarizer=summarizer,
+        archive=archive,
+        model=model,
+        counter=counter,
+        tools=all_tools,
+    )
+    return builder.compile(checkpointer=checkpointer, store=store)

@@ -1,0 +1,139 @@
+"""`add_compaction`: wire compaction into an existing ``StateGraph`` before compile."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableLambda
+from langgraph.graph import END, StateGraph
+from langgraph.graph._branch import BranchSpec
+
+from langchain_compact.config import CompactionConfig
+from langchain_compact.errors import ConfigError
+from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
+from langchain_compact.graph.state import CompactionState
+from langchain_compact.summarizers import Summarizer
+from langchain_compact.tokens import TokenCounter, approximate_tokens
+
+if TYPE_CHECKING:
+    from langchain_compact.archive import TranscriptArchive
+
+__all__ = ["add_compaction"]
+
+
+def add_compaction(
+    builder: StateGraph[Any, Any, Any, Any],
+    *,
+    model_node: str = "agent",
+    config: CompactionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    archive: TranscriptArchive | None = None,
+    model: BaseChatModel | None = None,
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+    messages_key: str = "messages",
+    prefix: str = "compact",
+) -> StateGraph[Any, Any, Any, Any]:
+    """Add compaction in front of ``model_node`` of an uncompiled ``StateGraph``.
+
+    Every edge that led to ``model_node`` now leads to ``{prefix}_micro`` (clear old tool
+    results, archiving originals), whose conditional edge goes to the model, to
+    ``{prefix}_summarize`` (full compaction, then back to the model with
+    ``transition="compacted"``) or to ``{prefix}_stop`` (a message to the user, then END).
+    Your nodes are not touched. Add ``make_recall_tool(archive)`` to your tools so the model
+    can read archived originals back.
+
+    Args:
+        builder: The graph builder, before ``.compile()``.
+        model_node: Name of the node that calls the chat model.
+        config: Settings; ``context_window`` defaults to ``model.profile``.
+        summarizer: Defaults to the extractive summarizer (no LLM).
+        archive: Where originals go before being replaced (e.g. ``JsonlArchive()``).
+        model: The chat model, only to read its context window from its profile.
+        counter: Local token counter (messages after the last usage report).
+        tools: The tools bound to the model (their schemas count toward the context).
+        messages_key: State key of the messages.
+        prefix: Prefix of the added node names.
+
+    Returns:
+        The same builder, for chaining.
+
+    Example:
+        >>> from langgraph.graph import MessagesState, StateGraph, START
+        >>> builder = StateGraph(MessagesState)
+        >>> _ = builder.add_node("agent", lambda state: {"messages": []})
+        >>> _ = builder.add_edge(START, "agent")
+        >>> _ = add_compaction(builder, config=CompactionConfig(context_window=8000))
+        >>> sorted(builder.nodes)
+        ['agent', 'compact_micro', 'compact_stop', 'compact_summarize']
+    """
+    if not isinstance(builder, StateGraph):
+        raise TypeError(
+            f"add_compaction needs the StateGraph builder before .compile(), got "
+            f"{type(builder).__name__}; call add_compaction(builder) and then builder.compile()."
+        )
+    if model_node not in builder.nodes:
+        raise ConfigError(
+            f"model_node={model_node!r} is not a node of this graph (nodes: "
+            f"{sorted(builder.nodes)}); pass the name of the node that calls the model."
+        )
+    names = {role: f"{prefix}_{role}" for role in ("micro", "summarize", "stop")}
+    clash = sorted(set(names.values()) & set(builder.nodes))
+    if clash:
+        raise ConfigError(
+            f"nodes {clash} already exist; call add_compaction once, or pass prefix=."
+        )
+    cfg = resolve_context_window(config or CompactionConfig(), model)
+    nodes = CompactionNodes(
+        config=cfg,
+        summarizer=summarizer,
+        archive=archive,
+        counter=counter,
+        tools=tools,
+        messages_key=messages_key,
+    )
+    gate = names["micro"]
+
+    # Redirect every way into the model node through the gate.
+    for start, end in list(builder.edges):
+        if end == model_node:
+            builder.edges.discard((start, end))
+            builder.edges.add((start, gate))
+    for starts, end in list(builder.waiting_edges):
+        if end == model_node:
+            builder.waiting_edges.discard((starts, end))
+            builder.waiting_edges.add((starts, gate))
+    for branches in builder.branches.values():
+        for name, spec in list(branches.items()):
+            branches[name] = _redirect_branch(spec, model_node, gate)
+
+    runnables = nodes.runnables()
+    for role, node_name in names.items():
+        builder.add_node(node_name, runnables[role], input_schema=CompactionState)
+    builder.add_conditional_edges(
+        gate,
+        nodes.route,
+        {"model": model_node, "summarize": names["summarize"], "stop": names["stop"]},
+    )
+    builder.add_conditional_edges(
+        names["summarize"], nodes.after_summarize, {"model": model_node, "stop": names["stop"]}
+    )
+    builder.add_edge(names["stop"], END)
+    return builder
+
+
+def _redirect_branch(spec: BranchSpec, target: str, gate: str) -> BranchSpec:
+    if spec.ends is not None:
+        if target not in spec.ends.values():
+            return spec
+        ends = {key: (gate if value == target else value) for key, value in spec.ends.items()}
+        return spec._replace(ends=ends)
+
+    def remap(result: Any) -> Any:
+        if isinstance(result, list):
+            return [gate if r == target else r for r in result]
+        return gate if result == target else result
+
+    return spec._replace(path=spec.path | RunnableLambda(remap))

@@ -1,0 +1,350 @@
+"""Summarizers (DESIGN.md B5): the protocol, an LLM summarizer, an extractive one.
+
+A summarizer turns the span being compacted into text with five sections (seed 004): goal
+and hard constraints; confirmed facts and data; decisions and why; done / pending / next;
+other context. :func:`fidelity_supplement` then lists numbers, identifiers, paths and URLs
+of the span that the summary dropped, with their context, before the summary is committed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+
+from langchain_compact._render import context_of, render_call, render_transcript, salient_items
+from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
+from langchain_compact.errors import SummarizerError
+from langchain_compact.microcompact import tool_result_text
+from langchain_compact.tokens import approximate_tokens
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "SUMMARIZER_TAG",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "Summarizer",
+    "fidelity_supplement",
+]
+
+SUMMARIZER_TAG = "langchain_compact:summarizer"
+"""Run tag of every summarizer model call (with LangGraph's ``nostream`` tag, so its tokens
+never reach ``stream_mode="messages"``)."""
+
+DEFAULT_SUMMARY_PROMPT = """You are the context compactor of an AI agent. The conversation \
+below is about to be replaced by your summary, and the agent will continue its task from the \
+summary alone (the user's original task stays pinned above it, verbatim).
+
+Write the summary in exactly these five sections:
+## 1. Goal and hard constraints
+The user's goal and EVERY hard constraint, requirement or prohibition stated so far, \
+verbatim where possible.
+## 2. Confirmed facts and data
+Numbers, identifiers, names, file paths, URLs, states and results, exactly as they appeared.
+## 3. Decisions taken and why
+## 4. Status
+What is done, what is pending, and the next step.
+## 5. Other context
+Anything else that may matter later.
+
+Rules: never invent anything; write "unknown" for what the conversation does not say. Do \
+not call tools. Do not address the user. Stay under {max_tokens} tokens."""
+"""Default instructions of :class:`LLMSummarizer`; ``{max_tokens}`` is filled in."""
+
+_CONSTRAINT_RE = re.compile(
+    r"\b(must|never|always|only|do not|don't|required?|forbidden|no more than|at most|at least|"
+    r"exactly|ensure|avoid|constraint|deadline|without)\b|必须|不要|不能|禁止|只|务必|不得",
+    re.IGNORECASE,
+)
+_SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
+_OBSERVATION_CHARS = 1_500  # a human message longer than this is treated as an observation
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns the messages of a span into summary text.
+
+    Implementations raise :class:`~langchain_compact.errors.SummarizerError` (or any
+    exception) on failure; the caller retries, then falls back to
+    :class:`ExtractiveSummarizer`, and never loses anything.
+    """
+
+    def summarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:
+        """Return the summary of ``messages`` in at most ``max_tokens`` tokens."""
+        ...
+
+    async def asummarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:
+        """Async twin of :meth:`summarize`."""
+        ...
+
+
+class LLMSummarizer:
+    """Summarize with a chat model, safely.
+
+    Temperature 0 and an output bound where the model has such fields; the call is tagged
+    ``nostream`` + :data:`SUMMARIZER_TAG` so its tokens stay out of the user's stream; a
+    reply that contains a tool call, is empty or is over the bound is refused (raises
+    :class:`SummarizerError`), so the caller can retry or fall back.
+
+    Args:
+        model: Any LangChain chat model.
+        prompt: Instructions; ``{max_tokens}`` is substituted.
+        max_tokens: Default output bound (the compactor passes its own).
+        fork: Claude Code's fork mode (seed 002 section 5): send the agent's own system
+            prompt, tools and history as the request prefix, so a provider prompt cache is
+            reused, and ask for the summary last. Tool execution is still refused.
+        tools: The agent's tools, for ``fork=True`` (bound only so the prefix matches).
+        system_prompt: The agent's system prompt, for ``fork=True``.
+
+    Example:
+        >>> from langchain_core.language_models import GenericFakeChatModel
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> fake = GenericFakeChatModel(messages=iter([AIMessage("## 1. Goal ...")]))
+        >>> LLMSummarizer(fake).summarize([HumanMessage("do x")], max_tokens=200)
+        '## 1. Goal ...'
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        *,
+        prompt: str = DEFAULT_SUMMARY_PROMPT,
+        max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS,
+        fork: bool = False,
+        tools: Sequence[Any] = (),
+        system_prompt: str | None = None,
+    ) -> None:
+        if not isinstance(model, BaseChatModel):
+            raise TypeError(
+                f"LLMSummarizer needs a langchain chat model, got {type(model).__name__}; "
+                "pass e.g. init_chat_model('openai:gpt-4o-mini')."
+            )
+        if "{max_tokens}" not in prompt and "{" in prompt:
+            raise ValueError("prompt may only use the {max_tokens} placeholder")
+        self.model = model
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+        self.fork = fork
+        self.tools = list(tools)
+        self.system_prompt = system_prompt
+
+    def _runnable(self, max_tokens: int) -> Any:
+        updates: dict[str, Any] = {}
+        fields = type(self.model).model_fields
+        if "temperature" in fields:
+            updates["temperature"] = 0
+        for name in ("max_tokens", "max_output_tokens"):
+            if name in fields:
+                updates[name] = max_tokens
+                break
+        model: Any = self.model.model_copy(update=updates) if updates else self.model
+        if self.fork and self.tools:
+            model = model.bind_tools(self.tools)
+        return model
+
+    def _request(self, messages: Sequence[BaseMessage], max_tokens: int) -> list[BaseMessage]:
+        instructions = self.prompt.replace("{max_tokens}", str(max_tokens))
+        if self.fork:
+            prefix: list[BaseMessage] = []
+            if self.system_prompt:
+                prefix.append(SystemMessage(self.system_prompt))
+            ask = (
+                f"{instructions}\n\nSummarize the conversation above now. Reply with text "
+                "only: tool calls are refused."
+            )
+            return [*prefix, *messages, HumanMessage(ask)]
+        transcript = render_transcript(messages, max_chars_per_message=6_000)
+        return [
+            SystemMessage(instructions),
+            HumanMessage(
+                f"<conversation>\n{transcript}\n</conversation>\n\nWrite the summary now."
+            ),
+        ]
+
+    @staticmethod
+    def _config() -> RunnableConfig:
+        return {"tags": ["nostream", SUMMARIZER_TAG], "run_name": "langchain_compact_summarizer"}
+
+    @staticmethod
+    def _check(reply: BaseMessage, max_tokens: int) -> str:
+        if isinstance(reply, AIMessage) and reply.tool_calls:
+            names = [c["name"] for c in reply.tool_calls]
+            raise SummarizerError(
+                f"the summarizer replied with tool call(s) {names}; tool execution is refused "
+                "during compaction."
+            )
+        text = tool_result_text(reply).strip()
+        if not text:
+            raise SummarizerError("the summarizer returned empty text.")
+        tokens = approximate_tokens([HumanMessage(text)])
+        if tokens > max_tokens * 1.25 + 20:
+            raise SummarizerError(
+                f"the summary is over its bound (~{tokens} tokens > {max_tokens}); "
+                "the model ignored the output limit."
+            )
+        return text
+
+    def summarize(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> str:
+        bound = max_tokens or self.max_tokens
+        reply = self._runnable(bound).invoke(self._request(messages, bound), self._config())
+        return self._check(reply, bound)
+
+    async def asummarize(
+        self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None
+    ) -> str:
+        bound = max_tokens or self.max_tokens
+        reply = await self._runnable(bound).ainvoke(self._request(messages, bound), self._config())
+        return self._check(reply, bound)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _observation_lines(text: str) -> list[str]:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if len(lines) <= 3:
+        return lines
+    return [lines[0], "...", *lines[-2:]]
+
+
+class ExtractiveSummarizer:
+    """Deterministic summary built from the messages themselves; no LLM.
+
+    Same five sections as the LLM prompt. Keeps human requests and every sentence that
+    states a constraint, each tool call with its arguments, the first and last lines of
+    each tool result (where commands report their outcome) and the assistant's statements.
+    The offline default and the fallback of every other summarizer.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> text = ExtractiveSummarizer().summarize(
+        ...     [HumanMessage("Deploy v2. You must never touch prod.")], max_tokens=300)
+        >>> "must never touch prod" in text
+        True
+    """
+
+    def summarize(
+        self, messages: Sequence[BaseMessage], *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
+    ) -> str:
+        goal: list[str] = []
+        facts: list[str] = []
+        actions: list[str] = []
+        answered: set[str] = set()
+        calls: dict[str, str] = {}
+        last_ai = ""
+        for msg in messages:
+            text = tool_result_text(msg)
+            if isinstance(msg, HumanMessage):
+                if len(text) > _OBSERVATION_CHARS:
+                    facts.append(
+                        "observation: "
+                        + " | ".join(_clip(ln, 200) for ln in _observation_lines(text))
+                    )
+                    continue
+                goal.append("user: " + _clip(text, 400))
+                goal.extend(
+                    "constraint: " + _clip(s.strip(), 300)
+                    for s in _SENTENCE_RE.findall(text)
+                    if _CONSTRAINT_RE.search(s) and len(text) > 400
+                )
+            elif isinstance(msg, AIMessage):
+                if text.strip():
+                    last_ai = _clip(text, 300)
+                    actions.append("assistant: " + _clip(text, 300))
+                for call in msg.tool_calls:
+                    rendered = render_call(call["name"], call["args"])
+                    calls[str(call.get("id"))] = rendered
+                    actions.append(f"called {_clip(rendered, 400)}")
+            elif isinstance(msg, ToolMessage):
+                answered.add(msg.tool_call_id)
+                status = " (error)" if msg.status == "error" else ""
+                body = " | ".join(_clip(ln, 240) for ln in _observation_lines(text))
+                facts.append(f"{msg.name or 'tool'}{status} [{msg.tool_call_id}]: {body}")
+            elif not isinstance(msg, SystemMessage) and text.strip():
+                facts.append(f"{msg.type}: {_clip(text, 300)}")
+        pending = [c for cid, c in calls.items() if cid not in answered]
+        status = [
+            f"done: {len(answered)} tool call(s) returned, {len(messages)} messages compacted"
+        ]
+        status.append("pending: " + ("; ".join(pending) if pending else "no unanswered tool calls"))
+        status.append("last assistant message: " + (last_ai or "unknown"))
+        status.append("next step: unknown (continue from the facts above and the pinned task)")
+        sections = [
+            ("1. Goal and hard constraints", goal or ["unknown (no user message in this span)"]),
+            ("2. Confirmed facts and data", facts or ["none recorded"]),
+            ("3. Decisions taken and why", actions or ["none recorded"]),
+            ("4. Status", status),
+            ("5. Other context", ["originals are archived; recall_archived can fetch any of them"]),
+        ]
+        return _fit(sections, max_tokens)
+
+    async def asummarize(
+        self, messages: Sequence[BaseMessage], *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
+    ) -> str:
+        return self.summarize(messages, max_tokens=max_tokens)
+
+
+def _fit(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
+    """Render, dropping the oldest entries (after the first) of the longest section until
+    the text fits ``max_tokens``; each section says how many entries it omitted."""
+    dropped = {title: 0 for title, _ in sections}
+
+    def render() -> str:
+        parts = []
+        for title, items in sections:
+            shown = items[:1]
+            if dropped[title]:
+                shown.append(f"({dropped[title]} older entries omitted; archived)")
+            parts.append(f"## {title}\n" + "\n".join(f"- {i}" for i in shown + items[1:]))
+        return "\n".join(parts)
+
+    text = render()
+    while approximate_tokens([HumanMessage(text)]) > max_tokens:
+        shrinkable = [(t, items) for t, items in sections if len(items) > 1]
+        if not shrinkable:
+            return text[: max_tokens * 3]
+        title, items = max(shrinkable, key=lambda s: sum(len(i) for i in s[1]))
+        del items[1]
+        dropped[title] += 1
+        text = render()
+    return text
+
+
+def fidelity_supplement(span: Sequence[BaseMessage], summary: str, *, max_items: int = 60) -> str:
+    """Details of ``span`` that ``summary`` dropped, as a supplement to append ('' if none).
+
+    Checks numbers, identifiers, paths and URLs from human and assistant messages (text and
+    tool-call arguments) and from the outcome lines of tool results (first and last lines;
+    the bodies are archived). Each missing item is listed with its surrounding text.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> fidelity_supplement([HumanMessage("ticket QX-4821 in /srv/app.py")], "a ticket")
+        '...QX-4821: ticket QX-4821 in /srv/app.py...'
+    """
+    sources: list[str] = []
+    for msg in span:
+        text = tool_result_text(msg)
+        if isinstance(msg, ToolMessage) or len(text) > _OBSERVATION_CHARS:
+            sources.append("\n".join(ln for ln in _observation_lines(text) if ln != "..."))
+        else:
+            sources.append(text)
+        if isinstance(msg, AIMessage):
+            sources.extend(render_call(c["name"], c["args"]) for c in msg.tool_calls)
+    missing: dict[str, str] = {}  # item -> its context, in order of appearance
+    for source in sources:
+        for item in salient_items(source):
+            if item not in summary and item not in missing:
+                missing[item] = context_of(item, source)
+    if not missing:
+        return ""
+    lines = [f"- {item}: {ctx}" for item, ctx in list(missing.items())[:max_items]]
+    if len(missing) > max_items:
+        lines.append(f"- ({len(missing) - max_items} more details: ask recall_archived)")
+    return "## Supplement: details the summary left out (verbatim)\n" + "\n".join(lines)
