@@ -1,0 +1,272 @@
+"""`compact_messages`: compaction as a message preprocessor for LCEL chains (B7).
+
+``prompt | compact_messages(config=...) | model``. The transformer is stateless over its
+input: each call receives the whole raw history. To summarise a growing history once per
+span instead of once per call, every compaction it performs is memoised under a digest of
+the raw messages it replaced; the next call replays the longest memoised prefix and only
+compacts what is new (a second boundary on top of the first, never a re-summary).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableLambda
+
+from langchain_compact._meta import get_meta, with_meta
+from langchain_compact.compaction import CompactionResult, acompact_history, compact_history, decide
+from langchain_compact.config import CompactionConfig
+from langchain_compact.graph.nodes import resolve_context_window
+from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
+from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
+from langchain_compact.tokens import TokenCounter, approximate_tokens
+
+if TYPE_CHECKING:
+    from langchain_compact.archive import TranscriptArchive
+
+__all__ = ["MessageCompactor", "compact_messages"]
+
+logger = logging.getLogger("langchain_compact")
+
+
+def _message_digest(message: BaseMessage) -> bytes:
+    calls = message.tool_calls if isinstance(message, AIMessage) else []
+    payload = [message.type, message.content, getattr(message, "tool_call_id", None), calls]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).digest()
+
+
+def _prefix_digests(messages: Sequence[BaseMessage]) -> list[str]:
+    """``out[i]`` identifies ``messages[:i]`` (``out[0]`` is the empty prefix)."""
+    out = [""]
+    h = hashlib.sha256()
+    for m in messages:
+        h.update(_message_digest(m))
+        out.append(h.copy().hexdigest())
+    return out
+
+
+class MessageCompactor:
+    """The stateful core behind :func:`compact_messages` (its memo of compactions).
+
+    Call it (or :meth:`acompact`) with a message list; use :meth:`as_runnable` in a chain.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> compactor = MessageCompactor(config=CompactionConfig(context_window=400, keep_last_n=2))
+        >>> history = [HumanMessage("Task: say hi ten times", id="t")]
+        >>> history += [AIMessage("hi " * 40, id=f"a{i}") for i in range(10)]
+        >>> out = compactor(history)
+        >>> len(out) < len(history), out[0].content == history[0].content
+        (True, True)
+    """
+
+    def __init__(
+        self,
+        *,
+        config: CompactionConfig | None = None,
+        summarizer: Summarizer | None = None,
+        archive: TranscriptArchive | None = None,
+        thread_id: str = "default",
+        model: BaseChatModel | None = None,
+        counter: TokenCounter = approximate_tokens,
+        tools: Sequence[Any] | None = None,
+        max_memo: int = 256,
+    ) -> None:
+        self.config = resolve_context_window(config or CompactionConfig(), model)
+        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
+        self.archive = archive
+        self.thread_id = thread_id
+        self.counter = counter
+        self.tools = list(tools) if tools else None
+        self.max_memo = max_memo
+        # digest of the raw prefix -> compacted replacement of that prefix
+        self._memo: OrderedDict[str, list[BaseMessage]] = OrderedDict()
+        self._cleared: set[str] = set()  # digests of originals cleared by earlier calls
+        self._lock = threading.Lock()
+        self.compactions = 0
+
+    # ------------------------------------------------------------------ pure parts
+
+    @staticmethod
+    def _coerce(messages: Any) -> list[BaseMessage]:
+        if isinstance(messages, PromptValue):
+            return messages.to_messages()
+        return list(convert_to_messages(messages))
+
+    def _replay(self, raw: list[BaseMessage]) -> tuple[list[BaseMessage], list[str], int]:
+        digests = _prefix_digests(raw)
+        with self._lock:
+            for cut in range(len(raw), 0, -1):
+                replacement = self._memo.get(digests[cut])
+                if replacement is not None:
+                    self._memo.move_to_end(digests[cut])
+                    return [*replacement, *raw[cut:]], digests, cut
+        return list(raw), digests, 0
+
+    def _micro(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[BaseMessage]]:
+        cfg = self.config
+        out = messages
+        if cfg.large_tool_result_chars is not None:
+            out = truncate_large_tool_results(
+                out,
+                max_chars=cfg.large_tool_result_chars,
+                keep_chars=cfg.large_tool_result_keep_chars,
+                counter=self.counter,
+            )
+        out = clear_tool_results(
+            out,
+            keep=cfg.micro_keep,
+            min_chars=cfg.micro_min_chars,
+            clear_at_least=cfg.micro_clear_at_least,
+            exclude_tools=cfg.micro_exclude_tools,
+            counter=self.counter,
+        )
+        # A result cleared by an earlier call was already cleared in the input the newest
+        # usage report describes: no usage credit for it, and it is archived already.
+        fresh: list[BaseMessage] = []
+        with self._lock:
+            for i, (before, after) in enumerate(zip(messages, out, strict=True)):
+                if before is after:
+                    continue
+                key = _message_digest(before).hex()
+                if key in self._cleared:
+                    out[i] = with_meta(after, usage_anchor=None)
+                else:
+                    self._cleared.add(key)
+                    fresh.append(before)
+        return out, fresh
+
+    def _remember(
+        self,
+        raw: list[BaseMessage],
+        digests: list[str],
+        result_messages: list[BaseMessage],
+        tail_len: int,
+    ) -> None:
+        cut = len(raw) - tail_len
+        with self._lock:
+            self._memo[digests[cut]] = result_messages[: len(result_messages) - tail_len]
+            while len(self._memo) > self.max_memo:
+                self._memo.popitem(last=False)
+
+    # ------------------------------------------------------------------ sync / async
+
+    def _prepare(
+        self, messages: Any
+    ) -> tuple[list[BaseMessage], list[str], list[BaseMessage], list[BaseMessage]]:
+        raw = self._coerce(messages)
+        msgs, digests, _ = self._replay(raw)
+        msgs, originals = self._micro(msgs)
+        return raw, digests, msgs, originals
+
+    def _archived_micro(
+        self, msgs: list[BaseMessage], originals: list[BaseMessage], ref: str
+    ) -> list[BaseMessage]:
+        return self._tag(msgs, originals, ref)
+
+    def _needs_compaction(self, msgs: list[BaseMessage]) -> bool:
+        decision = decide(msgs, config=self.config, counter=self.counter, tools=self.tools)
+        if decision.action == "stop":
+            logger.warning(
+                "compact_messages cannot stop an LCEL chain: %s; passing the history on",
+                decision.reason,
+            )
+        if decision.action == "compact":
+            self.compactions += 1
+            return True
+        return False
+
+    def _compact_kwargs(self) -> dict[str, Any]:
+        return {
+            "summarizer": self.summarizer,
+            "config": self.config,
+            "archive": self.archive,
+            "thread_id": self.thread_id,
+            "counter": self.counter,
+            "tools": self.tools,
+        }
+
+    def _compacted(
+        self, raw: list[BaseMessage], digests: list[str], result: CompactionResult
+    ) -> list[BaseMessage]:
+        if result.summary is not None:
+            self._remember(raw, digests, result.messages, self._tail_len(result.messages))
+        return result.messages
+
+    def __call__(self, messages: Any) -> list[BaseMessage]:
+        raw, digests, msgs, originals = self._prepare(messages)
+        if originals and self.archive is not None:
+            ref = self.archive.write(originals, thread_id=self.thread_id, reason="micro-compaction")
+            msgs = self._archived_micro(msgs, originals, ref)
+        if not self._needs_compaction(msgs):
+            return msgs
+        return self._compacted(raw, digests, compact_history(msgs, **self._compact_kwargs()))
+
+    async def acompact(self, messages: Any) -> list[BaseMessage]:
+        """Async twin of calling the compactor."""
+        raw, digests, msgs, originals = self._prepare(messages)
+        if originals and self.archive is not None:
+            ref = await self.archive.awrite(
+                originals, thread_id=self.thread_id, reason="micro-compaction"
+            )
+            msgs = self._archived_micro(msgs, originals, ref)
+        if not self._needs_compaction(msgs):
+            return msgs
+        return self._compacted(raw, digests, await acompact_history(msgs, **self._compact_kwargs()))
+
+    @staticmethod
+    def _tail_len(messages: list[BaseMessage]) -> int:
+        for i in range(len(messages) - 1, -1, -1):
+            if get_meta(messages[i]).get("kind") == "summary":
+                return len(messages) - i - 1
+        return 0
+
+    @staticmethod
+    def _tag(msgs: list[BaseMessage], originals: list[BaseMessage], ref: str) -> list[BaseMessage]:
+        ids = {m.id for m in originals if m.id is not None}
+        return [with_meta(m, archive_ref=ref) if m.id in ids and get_meta(m) else m for m in msgs]
+
+    def as_runnable(self) -> Runnable[Any, list[BaseMessage]]:
+        """This compactor as a ``Runnable`` (sync and async)."""
+        return RunnableLambda(self.__call__, afunc=self.acompact, name="compact_messages")
+
+
+@overload
+def compact_messages(messages: None = None, **opts: Any) -> Runnable[Any, list[BaseMessage]]: ...
+@overload
+def compact_messages(
+    messages: Sequence[BaseMessage] | PromptValue, **opts: Any
+) -> list[BaseMessage]: ...
+
+
+def compact_messages(
+    messages: Sequence[BaseMessage] | PromptValue | None = None, **opts: Any
+) -> list[BaseMessage] | Runnable[Any, list[BaseMessage]]:
+    """Compact a message list, or build a Runnable that does, for LCEL chains.
+
+    With ``messages``: returns the compacted list (one-shot; nothing is memoised across
+    calls). Without: returns a Runnable that keeps a memo of its compactions, so a chain
+    called with an ever-growing history summarises each span once. Options are those of
+    :class:`MessageCompactor` (``config``, ``summarizer``, ``archive``, ``thread_id``,
+    ``model``, ``counter``, ``tools``).
+
+    Example:
+        >>> from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+        >>> prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history")])
+        >>> chain = prompt | compact_messages(config=CompactionConfig(context_window=8000))
+        >>> [m.type for m in chain.invoke({"history": [("user", "hi")]})]
+        ['human']
+    """
+    compactor = MessageCompactor(**opts)
+    if messages is None:
+        return compactor.as_runnable()
+    return compactor(messages)
