@@ -1,0 +1,571 @@
+"""Private helpers for :mod:`langchain_compact.archive`.
+
+Serialisation and content hashing, safe folder names for thread ids, refs, atomic files,
+and the search engine both archives share. Search works on the ``messages_to_dict`` form,
+so only the hits are turned back into message objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, messages_from_dict, messages_to_dict
+from pydantic import BaseModel, Field
+
+from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, META_KEY
+from langchain_compact.errors import CompactionError
+
+REF_PREFIX = "transcript_"
+_REF_RE = re.compile(r"^transcript_(\d{8}T\d{12}Z)_([0-9a-f]{16})$")
+_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+#: Marker kinds whose content is a placeholder, not an original: never a search hit.
+_PLACEHOLDER_KINDS = frozenset({KIND_CLEARED, KIND_TRUNCATED})
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ENCODING = "utf-8"
+_ERRORS = "surrogatepass"  # lone surrogates in model output must not make a write fail
+
+
+class ArchiveError(CompactionError):
+    """The transcript archive cannot be written or read, or a ref/argument is invalid."""
+
+
+# --- serialisation ---------------------------------------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    """Store values JSON cannot hold: pydantic models as their JSON form, else ``repr``."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return repr(value)
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON (sorted keys, no whitespace, unicode kept)."""
+    return json.dumps(
+        value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_json_default
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SerialisedBatch:
+    """Messages in ``messages_to_dict`` form, one canonical JSON line each, and their hash."""
+
+    lines: list[str]
+    digest: str
+
+    @property
+    def dicts(self) -> list[dict[str, Any]]:
+        """The JSON-normalised message dicts (what a read gives back)."""
+        return [json.loads(line) for line in self.lines]
+
+
+def serialise(messages: Sequence[BaseMessage]) -> SerialisedBatch:
+    """Serialise ``messages`` and hash them (sha256 over the canonical lines)."""
+    lines = [dumps(d) for d in messages_to_dict(list(messages))]
+    digest = hashlib.sha256("\n".join(lines).encode(_ENCODING, _ERRORS)).hexdigest()
+    return SerialisedBatch(lines=lines, digest=digest)
+
+
+def encode(text: str) -> bytes:
+    """Encode archive text (the inverse of :func:`decode`)."""
+    return text.encode(_ENCODING, _ERRORS)
+
+
+def decode(data: bytes) -> str:
+    """Decode archive bytes written by :func:`encode`."""
+    return data.decode(_ENCODING, _ERRORS)
+
+
+# --- names -----------------------------------------------------------------------------
+
+
+def thread_key(thread_id: str) -> str:
+    """Map any thread id to a safe, unique folder name / namespace label.
+
+    A readable slug (letters, digits, ``-``, ``_``; never ``.``, ``/`` or NUL) plus 12 hex
+    digits of sha256 over the raw id, so two different ids never share a key.
+    """
+    if not isinstance(thread_id, str):
+        raise ArchiveError(f"thread_id must be a str, got {type(thread_id).__name__}.")
+    slug = _SLUG_UNSAFE.sub("-", thread_id).strip("-_")[:40] or "thread"
+    return f"{slug}-{hashlib.sha256(encode(thread_id)).hexdigest()[:12]}"
+
+
+_clock_lock = threading.Lock()
+_last_us = 0
+
+
+def new_timestamp() -> tuple[str, str]:
+    """Return ``(compact UTC stamp for refs, ISO 8601 created_at)`` for now.
+
+    Strictly increasing within the process (by at least a microsecond), so refs written one
+    after another always sort in write order.
+    """
+    global _last_us
+    with _clock_lock:
+        _last_us = max(time.time_ns() // 1000, _last_us + 1)
+        now = _EPOCH + timedelta(microseconds=_last_us)
+    return now.strftime("%Y%m%dT%H%M%S%fZ"), now.isoformat()
+
+
+def make_ref(stamp: str, digest: str) -> str:
+    """Build a ref: ``transcript_<UTC stamp>_<16 hex of the content hash>`` (sorts by time)."""
+    return f"{REF_PREFIX}{stamp}_{digest[:16]}"
+
+
+def parse_ref(ref: str) -> str:
+    """Return the short hash inside ``ref``; raise :class:`ArchiveError` if malformed."""
+    match = _REF_RE.match(ref) if isinstance(ref, str) else None
+    if match is None:
+        raise ArchiveError(
+            f"{ref!r} is not an archive ref; refs look like "
+            "'transcript_20250101T120000000000Z_0123456789abcdef' (see archive.refs())."
+        )
+    return match.group(2)
+
+
+def is_ref(name: str) -> bool:
+    """Whether ``name`` is a well-formed ref."""
+    return _REF_RE.match(name) is not None
+
+
+# --- files -----------------------------------------------------------------------------
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically with mode 0600.
+
+    A hidden temp file in the same folder is written, fsynced and then ``os.replace``d onto
+    ``path``; on any failure the temp file is removed and ``path`` never exists half-written.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with suppress(OSError):  # persist the rename; not supported everywhere (e.g. Windows)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+@functools.lru_cache(maxsize=512)
+def read_jsonl(path: str, size: int, mtime_ns: int) -> tuple[dict[str, Any], Record]:
+    """Parse an archive file into ``(header, record)``; cached by path, size and mtime."""
+    del size, mtime_ns  # part of the cache key only: a replaced file is read again
+    with open(path, "rb") as handle:
+        # split on "\n" only: JSON keeps U+2028, U+0085 etc. raw, and splitlines() breaks on them
+        lines = [line for line in decode(handle.read()).split("\n") if line]
+    header = json.loads(lines[0])
+    return header, Record(str(header.get("ref")), [json.loads(line) for line in lines[1:]])
+
+
+# --- search ----------------------------------------------------------------------------
+
+
+def _message_text(data: Mapping[str, Any]) -> str:
+    """Searchable text of one serialised message: content, name, tool-call names and args."""
+    parts: list[str] = []
+    content = data.get("content")
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+    if isinstance(data.get("name"), str):
+        parts.append(data["name"])
+    for call in data.get("tool_calls") or ():
+        if isinstance(call, dict):
+            parts.append(f"{call.get('name', '')} {dumps(call.get('args', {}))}")
+    return "\n".join(parts)
+
+
+class Record:
+    """One archive record in search form: its ref and its messages as dicts.
+
+    The lower-cased search text of a message is computed on first use and kept, so cached
+    records (files and store items never change under a ref) answer keyword queries fast.
+    """
+
+    __slots__ = ("_texts", "messages", "ref")
+
+    def __init__(self, ref: str, messages: Sequence[Mapping[str, Any]]) -> None:
+        self.ref = ref
+        self.messages = messages
+        self._texts: list[str | None] = [None] * len(messages)
+
+    def text(self, index: int) -> str:
+        """Lower-cased searchable text of message ``index``."""
+        text = self._texts[index]
+        if text is None:
+            text = self._texts[index] = _message_text(self.messages[index].get("data", {})).lower()
+        return text
+
+
+class RecordCache:
+    """Records by (namespace, ref), bounded; valid forever since a ref names its content."""
+
+    def __init__(self, maxsize: int = 1024) -> None:
+        self._records: dict[tuple[tuple[str, ...], str], Record] = {}
+        self._maxsize = maxsize
+        self._lock = threading.Lock()
+
+    def get(
+        self, namespace: tuple[str, ...], ref: str, messages: Sequence[Mapping[str, Any]]
+    ) -> Record:
+        """The cached record for ``ref``, built from ``messages`` the first time."""
+        key = (namespace, ref)
+        with self._lock:
+            record = self._records.get(key)
+            if record is None:
+                if len(self._records) >= self._maxsize:
+                    self._records.clear()
+                record = self._records[key] = Record(ref, messages)
+            return record
+
+
+def _is_placeholder(data: Mapping[str, Any]) -> bool:
+    marker = (data.get("response_metadata") or {}).get(META_KEY)
+    return isinstance(marker, dict) and marker.get("kind") in _PLACEHOLDER_KINDS
+
+
+def search_records(
+    records: Iterable[Record],
+    *,
+    query: str | None,
+    tool_call_id: str | None,
+    message_id: str | None,
+    limit: int,
+    offset: int,
+) -> list[tuple[str, int, Mapping[str, Any]]]:
+    """Find messages in ``records`` (newest record first); criteria combine with AND.
+
+    Keyword hits rank by how often the words occur, then newest first. Placeholders left by
+    micro-compaction are skipped (they are not originals), and a matching message archived
+    more than once (same type and id) is returned once, from its newest record.
+
+    Returns:
+        ``(ref, index, serialised message)`` tuples, at most ``limit``, after ``offset``.
+    """
+    if query is None and tool_call_id is None and message_id is None:
+        raise ArchiveError("search needs a query, a tool_call_id or a message_id.")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ArchiveError(f"limit must be an int >= 1, got {limit!r}.")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ArchiveError(f"offset must be an int >= 0, got {offset!r}.")
+    words = query.lower().split() if query is not None else []
+    if query is not None and not words:
+        raise ArchiveError("query is empty; pass one or more keywords.")
+    seen: set[tuple[str, str]] = set()
+    hits: list[tuple[int, int, str, int, Mapping[str, Any]]] = []
+    order = 0
+    for record in records:
+        for index in range(len(record.messages) - 1, -1, -1):
+            order += 1
+            message = record.messages[index]
+            data = message.get("data") or {}
+            if tool_call_id is not None and data.get("tool_call_id") != tool_call_id:
+                continue
+            if message_id is not None and data.get("id") != message_id:
+                continue
+            if _is_placeholder(data):
+                continue
+            score = 0
+            if words:
+                text = record.text(index)
+                if not all(word in text for word in words):
+                    continue
+                score = sum(text.count(word) for word in words)
+            if isinstance(data.get("id"), str):
+                key = (str(message.get("type")), data["id"])
+                if key in seen:
+                    continue
+                seen.add(key)
+            hits.append((-score, order, record.ref, index, message))
+        if not words and len(hits) >= offset + limit:
+            break  # no ranking by hits: the first found are the newest
+    hits.sort(key=lambda hit: (hit[0], hit[1]))
+    return [(ref, index, message) for _, _, ref, index, message in hits[offset : offset + limit]]
+
+
+def paginate(text: str, *, page: int, size: int) -> tuple[str, int]:
+    """Return page ``page`` (1-based) of ``text`` cut in ``size``-char slices, and the count."""
+    pages = max(1, -(-len(text) // size))
+    if page > pages:
+        return "", pages
+    return text[(page - 1) * size : page * size], pages
+
+
+def hits_to_messages(
+    found: list[tuple[str, int, Mapping[str, Any]]],
+) -> list[tuple[str, int, BaseMessage]]:
+    """Turn search hits back into message objects (one ``messages_from_dict`` call)."""
+    messages = messages_from_dict([dict(m) for _, _, m in found])
+    return [(ref, index, m) for (ref, index, _), m in zip(found, messages, strict=True)]
+
+
+# --- the recall tool -------------------------------------------------------------------
+
+TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+RECALL_MAX_HITS = 10  # hits one recall renders (then pages through)
+_FOOTER_ROOM = 200  # characters kept free on each page for the paging line
+_LABELS = {"human": "user message", "ai": "assistant message", "system": "system message"}
+
+
+class RecallArgs(BaseModel):
+    """Arguments the model passes to the recall tool."""
+
+    query: str | None = Field(
+        default=None,
+        description="Keywords that must all appear in the archived message (case-insensitive), "
+        "e.g. a file name, an error text or an identifier: 'config.py KeyError'.",
+    )
+    tool_call_id: str | None = Field(
+        default=None,
+        description="Exact id of the tool call whose original result you want, as named in a "
+        "cleared tool result or a summary.",
+    )
+    page: int = Field(default=1, ge=1, description="Page of the output, starting at 1.")
+
+
+def _describe(message: BaseMessage) -> str:
+    if message.type == "tool":
+        name = getattr(message, "name", None) or "?"
+        return f"tool result (tool={name}, tool_call_id={getattr(message, 'tool_call_id', '?')})"
+    return _LABELS.get(message.type, f"{message.type} message")
+
+
+def _body(message: BaseMessage) -> str:
+    lines = [str(message.text)]
+    if isinstance(message, AIMessage):
+        lines += [
+            f"-> called {c['name']}({json.dumps(c['args'], ensure_ascii=False)}) "
+            f"[tool_call_id={c.get('id')}]"
+            for c in message.tool_calls
+        ]
+    return "\n".join(line for line in lines if line)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRenderer:
+    """Validates recall arguments and renders hits into bounded pages."""
+
+    name: str
+    max_chars: int
+
+    @property
+    def description(self) -> str:
+        """What the model reads about the tool."""
+        return (
+            "Get back the original text of earlier messages of this conversation that were "
+            "removed from your context to save space (old tool results replaced by a short "
+            "placeholder, or history folded into a summary). Pass `tool_call_id` to get that "
+            "exact tool result, or `query` with a few keywords that must all appear "
+            "(case-insensitive), e.g. a file name, an error message or an identifier. Output "
+            f"comes in pages of at most {self.max_chars} characters; when it says there is a "
+            "next page, call again with the same arguments and that `page`."
+        )
+
+    @staticmethod
+    def problem(query: str | None, tool_call_id: str | None) -> str | None:
+        """Text for the model when neither criterion is usable, else ``None``."""
+        if (query or "").strip() or (tool_call_id or "").strip():
+            return None
+        return "Pass `query` (keywords) or `tool_call_id` to say what to recall."
+
+    @staticmethod
+    def criteria(query: str | None, tool_call_id: str | None) -> dict[str, Any]:
+        """Keyword arguments for ``archive.search``."""
+        return {
+            "query": (query or "").strip() or None,
+            "tool_call_id": (tool_call_id or "").strip() or None,
+            "limit": RECALL_MAX_HITS,
+        }
+
+    def render(
+        self,
+        hits: Sequence[tuple[str, int, BaseMessage]],
+        criteria: Mapping[str, Any],
+        *,
+        page: int,
+    ) -> str:
+        """Page ``page`` of the rendered hits, at most ``max_chars`` long."""
+        what = " and ".join(
+            f"{key}={value!r}"[:200]
+            for key in ("query", "tool_call_id")
+            if (value := criteria.get(key)) is not None
+        )
+        if not hits:
+            return (
+                f"No archived message in this conversation matches {what}. Try fewer or other "
+                "keywords, or the exact tool_call_id named in a cleared tool result."
+            )
+        blocks = [f"{len(hits)} archived message(s) match {what}, best first:"]
+        for n, (ref, index, message) in enumerate(hits, 1):
+            blocks.append(f"[{n}] {_describe(message)} from {ref} #{index}:\n{_body(message)}")
+        text, pages = paginate("\n\n".join(blocks), page=page, size=self.max_chars - _FOOTER_ROOM)
+        if page > pages:
+            return f"There are only {pages} page(s) for these arguments; pass page=1 to {pages}."
+        if pages == 1:
+            return text
+        if page < pages:
+            return (
+                f"{text}\n\n[page {page} of {pages}: call {self.name} again with the same "
+                f"arguments and page={page + 1} for more]"
+            )
+        return f"{text}\n\n[page {page} of {pages}, the last]"
+
+
+# --- the archive base class -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedMessage:
+    """A message found in the archive.
+
+    Example:
+        >>> hit = archive.search(thread_id="t1", tool_call_id="call_1")[0]  # doctest: +SKIP
+        >>> hit.ref, hit.index, hit.message.content  # doctest: +SKIP
+    """
+
+    ref: str
+    """The archive record it came from."""
+    index: int
+    """Its position inside that record."""
+    message: BaseMessage
+    """The original message, as it was written."""
+
+
+def header(
+    ref: str, thread_id: str, reason: str, metadata: Mapping[str, Any] | None, count: int
+) -> dict[str, Any]:
+    """The record header: what was archived, when, why, and how many messages."""
+    return {
+        "ref": ref,
+        "thread_id": thread_id,
+        "reason": str(reason),
+        "created_at": new_timestamp()[1],
+        "metadata": json.loads(dumps(dict(metadata or {}))),
+        "count": count,
+    }
+
+
+class ArchiveBase:
+    """Shared read/search logic; subclasses provide ``write``, ``_get`` and ``_load``."""
+
+    def _get(self, ref: str, thread_id: str) -> Record:
+        raise NotImplementedError
+
+    def _load(self, thread_id: str) -> Iterable[Record]:
+        """The thread's records, newest first."""
+        raise NotImplementedError
+
+    async def _aget(self, ref: str, thread_id: str) -> Record:
+        return await asyncio.to_thread(self._get, ref, thread_id)
+
+    async def _aload(self, thread_id: str) -> Iterable[Record]:
+        return await asyncio.to_thread(lambda: list(self._load(thread_id)))
+
+    def read(self, ref: str, *, thread_id: str) -> list[BaseMessage]:
+        """Return the messages archived under ``ref`` for ``thread_id``.
+
+        Example:
+            >>> archive.read(archive.refs(thread_id="t")[-1], thread_id="t")  # doctest: +SKIP
+        """
+        return messages_from_dict([dict(m) for m in self._get(ref, thread_id).messages])
+
+    async def aread(self, ref: str, *, thread_id: str) -> list[BaseMessage]:
+        """Async :meth:`read`."""
+        return messages_from_dict([dict(m) for m in (await self._aget(ref, thread_id)).messages])
+
+    def refs(self, *, thread_id: str) -> list[str]:
+        """Every ref archived for ``thread_id``, oldest first.
+
+        Example:
+            >>> archive.refs(thread_id="t")  # doctest: +SKIP
+            ['transcript_20250101T120000000000Z_0123456789abcdef']
+        """
+        return [record.ref for record in reversed(list(self._load(thread_id)))]
+
+    def search(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> list[ArchivedMessage]:
+        """Find archived messages of ``thread_id``; the criteria given combine with AND.
+
+        ``query`` keywords must all appear (case-insensitive, in content, tool name or tool
+        arguments); hits rank by occurrences, then newest first. ``tool_call_id`` finds the
+        tool result of that call; ``message_id`` the message with that id. Placeholders left
+        by micro-compaction are skipped, and a message archived twice is returned once.
+
+        Example:
+            >>> archive.search(thread_id="t", query="traceback config.py", limit=3)
+            ... # doctest: +SKIP
+        """
+        found = search_records(
+            self._load(thread_id),
+            query=query,
+            tool_call_id=tool_call_id,
+            message_id=message_id,
+            limit=limit,
+            offset=offset,
+        )
+        return [ArchivedMessage(*hit) for hit in hits_to_messages(found)]
+
+    async def asearch(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> list[ArchivedMessage]:
+        """Async :meth:`search`."""
+        found = search_records(
+            await self._aload(thread_id),
+            query=query,
+            tool_call_id=tool_call_id,
+            message_id=message_id,
+            limit=limit,
+            offset=offset,
+        )
+        return [ArchivedMessage(*hit) for hit in hits_to_messages(found)]

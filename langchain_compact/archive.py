@@ -1,0 +1,415 @@
+"""Transcript archive (B8): keep what compaction removes, and let the model recall it.
+
+Two archives implement :class:`TranscriptArchive`: :class:`JsonlArchive` (one JSONL file per
+write, seed 000's ``.memory/`` folder) and :class:`StoreArchive` (any LangGraph ``BaseStore``,
+so Postgres in production). Writes are idempotent: the same thread and the same messages give
+the same ref and no second record, so a crash between archiving and the state update resumes
+without duplicates (B9). :func:`make_recall_tool` gives the model a tool to get originals back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.store.base import BaseStore, Item
+
+from langchain_compact import _archive_util as _u
+from langchain_compact._archive_util import ArchivedMessage, ArchiveError
+from langchain_compact.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_ARCHIVE_DIR",
+    "DEFAULT_STORE_NAMESPACE",
+    "ArchiveError",
+    "ArchivedMessage",
+    "JsonlArchive",
+    "StoreArchive",
+    "TranscriptArchive",
+    "make_recall_tool",
+]
+
+DEFAULT_ARCHIVE_DIR = ".memory"
+DEFAULT_STORE_NAMESPACE: tuple[str, ...] = ("langchain_compact", "archive")
+DEFAULT_RECALL_MAX_CHARS = 4000
+DEFAULT_RECALL_TOOL_NAME = "recall_archived"
+_STORE_PAGE = 100
+
+# Defined next to the code that uses them; public (documented, pickled) as archive.<name>.
+ArchiveError.__module__ = ArchivedMessage.__module__ = __name__
+
+
+@runtime_checkable
+class TranscriptArchive(Protocol):
+    """Where compaction stores the messages it removes; every call is scoped to a thread.
+
+    ``write`` returns a ref and is idempotent per thread and message content; ``refs`` lists
+    oldest first; ``search`` matches keywords (all must appear), or an exact ``tool_call_id``
+    or message id. Implemented by :class:`JsonlArchive` and :class:`StoreArchive`.
+    """
+
+    def write(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str,
+        reason: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str: ...
+
+    async def awrite(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str,
+        reason: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str: ...
+
+    def read(self, ref: str, *, thread_id: str) -> list[BaseMessage]: ...
+
+    async def aread(self, ref: str, *, thread_id: str) -> list[BaseMessage]: ...
+
+    def refs(self, *, thread_id: str) -> list[str]: ...
+
+    def search(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> list[ArchivedMessage]: ...
+
+    async def asearch(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> list[ArchivedMessage]: ...
+
+
+class JsonlArchive(_u.ArchiveBase):
+    """Archive to JSONL files: ``<directory>/<thread folder>/transcript_<UTC time>_<hash>.jsonl``.
+
+    Line 1 of each file is a header (``ref``, ``thread_id``, ``reason``, ``created_at``,
+    ``metadata``, ``count``), then one ``messages_to_dict`` message per line. Files are written
+    atomically with mode 0600, folders get mode 0700. The thread folder is a slug of the
+    thread id plus a hash of it, so no thread id leaves ``directory`` or shares another
+    thread's folder. Async methods run the same sync code in a worker thread.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> archive = JsonlArchive(tmp_path)  # doctest: +SKIP
+        >>> ref = archive.write([ToolMessage("42", tool_call_id="c1")], thread_id="t", reason="r")
+        >>> archive.search(thread_id="t", tool_call_id="c1")[0].message.content  # doctest: +SKIP
+        '42'
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] = DEFAULT_ARCHIVE_DIR) -> None:
+        """Use ``directory`` (created on first write, mode 0700); it must not be a file."""
+        self.directory = Path(directory).expanduser().absolute()
+        if self.directory.exists() and not self.directory.is_dir():
+            raise ArchiveError(self._fix("it exists and is not a folder"))
+
+    def _fix(self, problem: str | OSError) -> str:
+        if isinstance(problem, OSError):
+            problem = f"{problem.strerror or problem} ({problem.filename})"
+        return (
+            f"Cannot use the transcript archive at {self.directory}: {problem}. Pass "
+            "JsonlArchive(directory=...) a writable folder (created if missing) or fix its "
+            "permissions."
+        )
+
+    def _folder(self, thread_id: str, *, create: bool = False) -> Path:
+        path = self.directory / _u.thread_key(thread_id)
+        if create:
+            try:
+                if not self.directory.exists():
+                    self.directory.mkdir(parents=True, mode=0o700)
+                    os.chmod(self.directory, 0o700)
+                path.mkdir(mode=0o700, exist_ok=True)
+                os.chmod(path, 0o700)
+            except OSError as exc:
+                raise ArchiveError(self._fix(exc)) from exc
+        return path
+
+    def write(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str,
+        reason: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Archive ``messages`` for ``thread_id`` and return the record's ref.
+
+        Writing the same messages (ids and contents) again for the same thread returns the
+        first ref and writes nothing; the first write's ``reason`` and ``metadata`` stay.
+
+        Example:
+            >>> archive.write(messages, thread_id="t", reason="compaction")  # doctest: +SKIP
+            'transcript_20250101T120000000000Z_0123456789abcdef'
+        """
+        batch = _u.serialise(messages)
+        folder = self._folder(thread_id, create=True)
+        for existing in sorted(folder.glob(f"transcript_*_{batch.digest[:16]}.jsonl")):
+            return existing.stem
+        ref = _u.make_ref(_u.new_timestamp()[0], batch.digest)
+        header = _u.header(ref, thread_id, reason, metadata, len(batch.lines))
+        text = "\n".join([_u.dumps(header), *batch.lines]) + "\n"
+        try:
+            _u.atomic_write(folder / f"{ref}.jsonl", _u.encode(text))
+        except OSError as exc:
+            raise ArchiveError(self._fix(exc)) from exc
+        return ref
+
+    async def awrite(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str,
+        reason: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Async :meth:`write` (the same code, run in a worker thread)."""
+        return await asyncio.to_thread(
+            self.write, messages, thread_id=thread_id, reason=reason, metadata=metadata
+        )
+
+    def _get(self, ref: str, thread_id: str) -> _u.Record:
+        _u.parse_ref(ref)
+        return self._read(str(self._folder(thread_id)), ref, thread_id)
+
+    def _read(self, folder: str, ref: str, thread_id: str) -> _u.Record:
+        path = os.path.join(folder, f"{ref}.jsonl")
+        try:
+            stat = os.stat(path)
+            header, record = _u.read_jsonl(path, stat.st_size, stat.st_mtime_ns)
+        except FileNotFoundError:
+            raise ArchiveError(f"No archive record {ref!r} for thread {thread_id!r}.") from None
+        except OSError as exc:
+            raise ArchiveError(self._fix(exc)) from exc
+        if header.get("thread_id") != thread_id or header.get("ref") != ref:
+            raise ArchiveError(f"{path} does not belong to thread {thread_id!r}.")
+        return record
+
+    def refs(self, *, thread_id: str) -> list[str]:
+        """Every ref archived for ``thread_id``, oldest first (from the file names)."""
+        try:
+            names = os.listdir(self._folder(thread_id))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ArchiveError(self._fix(exc)) from exc
+        return sorted(n[:-6] for n in names if n.endswith(".jsonl") and _u.is_ref(n[:-6]))
+
+    def _load(self, thread_id: str) -> Iterable[_u.Record]:
+        folder = str(self._folder(thread_id))
+        for ref in reversed(self.refs(thread_id=thread_id)):
+            yield self._read(folder, ref, thread_id)
+
+
+class StoreArchive(_u.ArchiveBase):
+    """Archive to a LangGraph ``BaseStore`` (InMemoryStore, SqliteStore, PostgresStore, ...).
+
+    Each record is one item under ``(*namespace, <thread key>)`` keyed by its content hash,
+    so a thread only ever lists and reads its own namespace. Async methods use the store's
+    ``aput`` / ``aget`` / ``asearch`` (a sync-only store's sync methods in a worker thread).
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> StoreArchive(InMemoryStore()).refs(thread_id="t")
+        []
+    """
+
+    def __init__(
+        self, store: BaseStore, *, namespace: tuple[str, ...] = DEFAULT_STORE_NAMESPACE
+    ) -> None:
+        """Archive into ``store`` under ``namespace`` (labels non-empty, without ``.``)."""
+        if not isinstance(store, BaseStore):
+            raise ConfigError(f"store must be a langgraph BaseStore, got {type(store).__name__}.")
+        labels_ok = all(isinstance(s, str) and s and "." not in s for s in namespace)
+        if not isinstance(namespace, tuple) or not namespace or not labels_ok:
+            raise ConfigError(
+                "namespace must be a non-empty tuple of non-empty str labels without '.', "
+                f"got {namespace!r}."
+            )
+        self.store = store
+        self.namespace = namespace
+        self._cache = _u.RecordCache()
+
+    def _ns(self, thread_id: str) -> tuple[str, ...]:
+        return (*self.namespace, _u.thread_key(thread_id))
+
+    async def _async(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``store.a<method>``; sync-only stores (``SqliteStore``) run in a worker thread."""
+        try:
+            return await getattr(self.store, f"a{method}")(*args, **kwargs)
+        except NotImplementedError:
+            return await asyncio.to_thread(getattr(self.store, method), *args, **kwargs)
+
+    @staticmethod
+    def _prepare(
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        reason: str,
+        metadata: Mapping[str, Any] | None,
+    ) -> tuple[str, dict[str, Any]]:
+        batch = _u.serialise(messages)
+        ref = _u.make_ref(_u.new_timestamp()[0], batch.digest)
+        value = _u.header(ref, thread_id, reason, metadata, len(batch.lines))
+        return batch.digest[:16], {**value, "messages": batch.dicts}
+
+    def _record(self, item: Item | None, ref: str, thread_id: str) -> _u.Record:
+        if item is None:  # the key is the ref's content hash, within this thread's namespace
+            raise ArchiveError(f"No archive record {ref!r} for thread {thread_id!r}.")
+        return self._cache.get(item.namespace, str(item.value["ref"]), item.value["messages"])
+
+    def _newest_first(self, items: list[Item]) -> list[_u.Record]:
+        items = sorted(items, key=lambda item: str(item.value.get("ref")), reverse=True)
+        return [
+            self._cache.get(i.namespace, str(i.value["ref"]), i.value["messages"]) for i in items
+        ]
+
+    def write(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str,
+        reason: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Archive ``messages`` for ``thread_id``; same contract as :meth:`JsonlArchive.write`.
+
+        Example:
+            >>> archive.write(messages, thread_id="t", reason="compaction")  # doctest: +SKIP
+        """
+        key, value = self._prepare(messages, thread_id, reason, metadata)
+        existing = self.store.get(self._ns(thread_id), key)
+        if existing is not None:
+            return str(existing.value["ref"])
+        self.store.put(self._ns(thread_id), key, value, index=False)
+        return str(value["ref"])
+
+    async def awrite(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str,
+        reason: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Async :meth:`write`."""
+        key, value = self._prepare(messages, thread_id, reason, metadata)
+        existing = await self._async("get", self._ns(thread_id), key)
+        if existing is not None:
+            return str(existing.value["ref"])
+        await self._async("put", self._ns(thread_id), key, value, index=False)
+        return str(value["ref"])
+
+    def _get(self, ref: str, thread_id: str) -> _u.Record:
+        item = self.store.get(self._ns(thread_id), _u.parse_ref(ref))
+        return self._record(item, ref, thread_id)
+
+    async def _aget(self, ref: str, thread_id: str) -> _u.Record:
+        item = await self._async("get", self._ns(thread_id), _u.parse_ref(ref))
+        return self._record(item, ref, thread_id)
+
+    def _load(self, thread_id: str) -> Iterable[_u.Record]:
+        items: list[Item] = []
+        while page := self.store.search(self._ns(thread_id), limit=_STORE_PAGE, offset=len(items)):
+            items.extend(page)
+            if len(page) < _STORE_PAGE:
+                break
+        return self._newest_first(items)
+
+    async def _aload(self, thread_id: str) -> Iterable[_u.Record]:
+        items: list[Item] = []
+        namespace = self._ns(thread_id)
+        while page := await self._async("search", namespace, limit=_STORE_PAGE, offset=len(items)):
+            items.extend(page)
+            if len(page) < _STORE_PAGE:
+                break
+        return self._newest_first(items)
+
+
+def make_recall_tool(
+    archive: TranscriptArchive,
+    *,
+    max_chars: int = DEFAULT_RECALL_MAX_CHARS,
+    name: str = DEFAULT_RECALL_TOOL_NAME,
+) -> BaseTool:
+    """Build the tool an agent calls to get archived originals back.
+
+    The model passes ``query`` (keywords) or ``tool_call_id``, and ``page``. The thread id is
+    read from the tool's injected ``RunnableConfig`` (``config["configurable"]["thread_id"]``,
+    ``"default"`` when absent), never from the model, so a thread only sees its own archive.
+    Each page is at most ``max_chars`` characters and says how to get the next one.
+
+    Args:
+        archive: Where compaction archived the messages.
+        max_chars: Longest output of one call (at least 500).
+        name: The tool name the model sees (letters, digits, ``_``, ``-``; up to 64).
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> tool = make_recall_tool(StoreArchive(InMemoryStore()))
+        >>> tool.invoke({"tool_call_id": "call_1"}, {"configurable": {"thread_id": "t"}})[:30]
+        'No archived message in this co'
+    """
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 500:
+        raise ConfigError(f"max_chars must be an int >= 500, got {max_chars!r}.")
+    if not isinstance(name, str) or not _u.TOOL_NAME_RE.fullmatch(name):
+        raise ConfigError(f"name must match {_u.TOOL_NAME_RE.pattern}, got {name!r}.")
+    recall = _u.RecallRenderer(name=name, max_chars=max_chars)
+
+    def _thread(config: RunnableConfig) -> str:  # same rule as the graph nodes' archive writes
+        return str((config.get("configurable") or {}).get("thread_id") or "default")
+
+    def run(
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        page: int = 1,
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        if problem := recall.problem(query, tool_call_id):
+            return problem
+        criteria = recall.criteria(query, tool_call_id)
+        hits = archive.search(thread_id=_thread(config), **criteria)
+        return recall.render([(h.ref, h.index, h.message) for h in hits], criteria, page=page)
+
+    async def arun(
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        page: int = 1,
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        if problem := recall.problem(query, tool_call_id):
+            return problem
+        criteria = recall.criteria(query, tool_call_id)
+        hits = await archive.asearch(thread_id=_thread(config), **criteria)
+        return recall.render([(h.ref, h.index, h.message) for h in hits], criteria, page=page)
+
+    return StructuredTool.from_function(
+        func=run,
+        coroutine=arun,
+        name=name,
+        description=recall.description,
+        args_schema=_u.RecallArgs,
+        handle_validation_error=True,
+    )
