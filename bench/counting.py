@@ -1,0 +1,284 @@
+"""Token-counting benchmark (DESIGN.md B1, B3).
+
+``run()`` returns a JSON-able dict with three sections:
+
+* ``per_turn``: median seconds per agent turn to count a growing history of 50 / 500 / 5,000
+  messages with a warm :class:`~langchain_compact.tokens.TiktokenCounter` (one new message per
+  turn), against re-counting the whole history with langchain-core's
+  ``count_tokens_approximately`` and against raw tiktoken re-encoding every text each turn.
+  Histories concatenate the 36 shared transcripts with fresh ids (``repeated`` texts, which the
+  counter's text-keyed cache can share) and a variant where every text is made unique.
+* ``counting_error``: ``approximate_tokens`` and ``count_tokens_approximately`` against an
+  o200k count written from tiktoken directly (the OpenAI cookbook formula), on the Chinese seed
+  articles and on the English transcripts.
+* ``microcompaction``: tokens freed per transcript by ``clear_tool_results`` with default
+  settings (keep 3, min_chars 100), measured with ``TiktokenCounter`` before and after.
+
+Run: ``python bench/counting.py`` (prints the JSON). Needs ``../shared`` beside the checkout
+(``LC_TRAJECTORY_DIR`` / ``LC_SEEDS_DIR`` override) and tiktoken's files (provisioned from
+``bpe-openai`` if installed). About 30 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import tiktoken
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
+from langchain_core.messages.utils import count_tokens_approximately
+
+from langchain_compact.microcompact import clear_tool_results
+from langchain_compact.tokens import TiktokenCounter, approximate_tokens, provision_tiktoken_cache
+
+_SHARED = Path(__file__).resolve().parents[2] / "shared"
+TRAJECTORY_DIR = Path(os.environ.get("LC_TRAJECTORY_DIR", _SHARED / "data" / "trajectories"))
+SEEDS_DIR = Path(os.environ.get("LC_SEEDS_DIR", _SHARED / "seeds"))
+
+SIZES = (50, 500, 5_000)
+TURNS = {50: 20, 500: 10, 5_000: 3}  # timed turns per size (keeps the run well under 60 s)
+_ROLE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+# --- data -----------------------------------------------------------------------------------
+
+
+def load_transcripts() -> dict[str, list[BaseMessage]]:
+    """The shared transcripts as messages (ids ``f"{stem}-{i}"``), tool results named."""
+    out = {}
+    for path in sorted(TRAJECTORY_DIR.glob("*.jsonl")):
+        dicts = []
+        names: dict[str, str] = {}
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        for i, line in enumerate(lines):
+            raw = json.loads(line)
+            d: dict[str, Any] = {"role": raw["role"], "content": raw.get("content") or ""}
+            d["id"] = f"{path.stem}-{i}"
+            if raw.get("tool_calls"):
+                d["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "name": c["function"]["name"],
+                        "args": json.loads(c["function"]["arguments"] or "{}"),
+                        "type": "tool_call",
+                    }
+                    for c in raw["tool_calls"]
+                ]
+                names.update({c["id"]: c["function"]["name"] for c in raw["tool_calls"]})
+            if raw.get("tool_call_id"):
+                d["tool_call_id"] = raw["tool_call_id"]
+                d["name"] = names.get(raw["tool_call_id"], "tool")
+            dicts.append(d)
+        out[path.stem] = convert_to_messages(dicts)
+    return out
+
+
+def _texts(message: BaseMessage) -> list[str]:
+    texts = [message.content if isinstance(message.content, str) else str(message.content)]
+    if message.name:
+        texts.append(message.name)
+    if isinstance(message, AIMessage):
+        for call in message.tool_calls:
+            texts += [call["name"], json.dumps(call["args"], ensure_ascii=False)]
+    return texts
+
+
+def reference_count(messages: Sequence[BaseMessage], enc: tiktoken.Encoding) -> int:
+    """OpenAI cookbook count written from tiktoken: 3 + role + values per message, +3 priming."""
+    total = 3 if messages else 0
+    for m in messages:
+        total += 3 + len(enc.encode_ordinary(_ROLE[m.type]))
+        total += sum(len(enc.encode_ordinary(t)) for t in _texts(m))
+        total += 1 if m.name else 0
+        total += 3 * len(getattr(m, "tool_calls", None) or [])
+    return total
+
+
+def build_history(
+    transcripts: dict[str, list[BaseMessage]], n: int, *, unique: bool
+) -> list[BaseMessage]:
+    """``n`` messages: the transcripts concatenated (repeated as needed), fresh ids and call ids."""
+    pool = [m for msgs in transcripts.values() for m in msgs]
+    out: list[BaseMessage] = []
+    lap = 0
+    while len(out) < n:
+        for m in pool:
+            if len(out) == n:
+                break
+            k = len(out)
+            update: dict[str, Any] = {"id": f"h{k}"}
+            if unique:
+                update["content"] = f"[{k}] {m.content}"
+            if isinstance(m, AIMessage) and m.tool_calls:
+                update["tool_calls"] = [{**c, "id": f"{c['id']}~{lap}"} for c in m.tool_calls]
+            if isinstance(m, ToolMessage):
+                update["tool_call_id"] = f"{m.tool_call_id}~{lap}"
+            out.append(m.model_copy(update=update))
+        lap += 1
+    return out
+
+
+# --- (a) per-turn cost ----------------------------------------------------------------------
+
+
+def _median_seconds(fn: Callable[[int], object], ks: Sequence[int]) -> float:
+    times = []
+    for k in ks:
+        start = time.perf_counter()
+        fn(k)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def per_turn(transcripts: dict[str, list[BaseMessage]]) -> dict[str, Any]:
+    enc = tiktoken.get_encoding("o200k_base")
+    result: dict[str, Any] = {}
+    for variant in ("repeated", "unique"):
+        rows = {}
+        for n in SIZES:
+            history = build_history(transcripts, n, unique=variant == "unique")
+            turns = TURNS[n]
+            ks = list(range(n - turns + 1, n + 1))  # history lengths after each timed turn
+            counter = TiktokenCounter()
+            start = time.perf_counter()
+            counter(history[: ks[0] - 1])  # the turns before: the counter has seen them
+            cold = time.perf_counter() - start
+
+            def raw(k: int, h: list[BaseMessage] = history) -> int:
+                return sum(len(enc.encode_ordinary(t)) for m in h[:k] for t in _texts(m))
+
+            def tik(k: int, h: list[BaseMessage] = history, c: TiktokenCounter = counter) -> int:
+                return c(h[:k])
+
+            def core(k: int, h: list[BaseMessage] = history) -> int:
+                return count_tokens_approximately(h[:k])
+
+            t_counter = _median_seconds(tik, ks)
+            t_core = _median_seconds(core, ks)
+            t_raw = _median_seconds(raw, ks)
+            rows[str(n)] = {
+                "turns_timed": turns,
+                "tiktoken_counter_s": t_counter,
+                "count_tokens_approximately_s": t_core,
+                "raw_tiktoken_reencode_s": t_raw,
+                "approx_over_counter": t_core / t_counter,
+                "raw_over_counter": t_raw / t_counter,
+                "counter_first_count_s": cold,
+                "history_chars": sum(len(t) for m in history for t in _texts(m)),
+            }
+        result[variant] = rows
+    return result
+
+
+# --- (b) counting error ---------------------------------------------------------------------
+
+
+def _err(value: int, ref: int) -> float:
+    return (value - ref) / ref
+
+
+def counting_error(transcripts: dict[str, list[BaseMessage]]) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage
+
+    enc = tiktoken.get_encoding("o200k_base")
+    seeds = {}
+    for path in sorted(SEEDS_DIR.glob("*.txt")):
+        msgs = [HumanMessage(path.read_text(encoding="utf-8"))]
+        ref = reference_count(msgs, enc)
+        ours, core = approximate_tokens(msgs), count_tokens_approximately(msgs)
+        seeds[path.stem] = {
+            "o200k": ref,
+            "approximate_tokens": ours,
+            "count_tokens_approximately": core,
+            "approximate_tokens_err": _err(ours, ref),
+            "count_tokens_approximately_err": _err(core, ref),
+        }
+    per = {}
+    for name, msgs in transcripts.items():
+        ref = reference_count(msgs, enc)
+        per[name] = (
+            ref,
+            _err(approximate_tokens(msgs), ref),
+            _err(count_tokens_approximately(msgs), ref),
+        )
+    ref_total = sum(reference_count(m, enc) for m in transcripts.values())
+    ours_total = sum(approximate_tokens(m) for m in transcripts.values())
+    core_total = sum(count_tokens_approximately(m) for m in transcripts.values())
+    exact_total = sum(TiktokenCounter()(m) for m in transcripts.values())
+    return {
+        "chinese_seeds": seeds,
+        "transcripts": {
+            "o200k": ref_total,
+            "approximate_tokens_err": _err(ours_total, ref_total),
+            "count_tokens_approximately_err": _err(core_total, ref_total),
+            "tiktoken_counter_err": _err(exact_total, ref_total),
+            "approximate_tokens_max_abs_err_per_file": max(abs(e) for _, e, _ in per.values()),
+            "count_tokens_approximately_max_abs_err_per_file": max(
+                abs(e) for _, _, e in per.values()
+            ),
+            "approximate_tokens_mean_abs_err_per_file": statistics.mean(
+                abs(e) for _, e, _ in per.values()
+            ),
+            "count_tokens_approximately_mean_abs_err_per_file": statistics.mean(
+                abs(e) for _, _, e in per.values()
+            ),
+        },
+    }
+
+
+# --- (c) micro-compaction -------------------------------------------------------------------
+
+
+def microcompaction(transcripts: dict[str, list[BaseMessage]]) -> dict[str, Any]:
+    counter = TiktokenCounter()
+    rows = {}
+    for name, msgs in transcripts.items():
+        if not any(isinstance(m, ToolMessage) for m in msgs):
+            continue  # no native tool calls: observations are user messages
+        out = clear_tool_results(msgs, counter=counter)
+        changed = [(a, b) for a, b in zip(msgs, out, strict=True) if a is not b]
+        before, after = counter(msgs), counter(out)
+        rows[name] = {
+            "tokens_before": before,
+            "tokens_after": after,
+            "saved": before - after,
+            "saved_ratio": (before - after) / before,
+            "results_cleared": len(changed),
+            "clears_that_grew": sum(counter([b]) > counter([a]) for a, b in changed),
+        }
+    total_before = sum(r["tokens_before"] for r in rows.values())
+    total_saved = sum(r["saved"] for r in rows.values())
+    return {
+        "per_transcript": rows,
+        "total": {
+            "transcripts": len(rows),
+            "tokens_before": total_before,
+            "saved": total_saved,
+            "saved_ratio": total_saved / total_before,
+            "results_cleared": sum(r["results_cleared"] for r in rows.values()),
+            "clears_that_grew": sum(r["clears_that_grew"] for r in rows.values()),
+        },
+    }
+
+
+def run() -> dict[str, Any]:
+    """Run all three sections; returns a JSON-able dict (see the module docstring)."""
+    provision_tiktoken_cache()
+    start = time.perf_counter()
+    transcripts = load_transcripts()
+    result = {
+        "per_turn": per_turn(transcripts),
+        "counting_error": counting_error(transcripts),
+        "microcompaction": microcompaction(transcripts),
+    }
+    result["seconds"] = time.perf_counter() - start
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
