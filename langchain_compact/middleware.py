@@ -1,0 +1,193 @@
+"""``CompactionMiddleware``: compaction for langchain v1 ``create_agent`` (DESIGN.md B6).
+
+A thin adapter over :class:`~langchain_compact.graph.nodes.CompactionNodes`: one
+``before_model`` hook does, before every model call and in the graph's order,
+micro-compaction (old tool results cleared, oversized ones cut, originals archived first),
+the routing decision, a full compaction when it is due, the dirty-value check (still over
+the trigger after compacting: stop, never loop) and the stop message, ending the run with
+``jump_to="end"``. Custom stream events and state keys are the graph's.
+
+Needs the ``agents`` extra (``pip install 'langchain-compact[agents]'``); the rest of the
+package imports without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.message import add_messages
+from langgraph.runtime import Runtime
+from typing_extensions import NotRequired
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "langchain_compact.middleware needs langchain v1 (langchain.agents.create_agent); "
+        "install it with: pip install 'langchain-compact[agents]'"
+    ) from exc
+
+from langchain_compact.config import CompactionConfig
+from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
+from langchain_compact.summarizers import Summarizer
+from langchain_compact.tokens import TokenCounter, approximate_tokens
+
+if TYPE_CHECKING:
+    from langchain_compact.archive import TranscriptArchive
+
+__all__ = ["CompactionAgentState", "CompactionMiddleware"]
+
+Update = dict[str, Any]
+
+
+class CompactionAgentState(AgentState[Any]):
+    """``create_agent``'s state plus the keys compaction writes (the graph's; all optional)."""
+
+    transition: NotRequired[str]
+    """What the hook did last: ``"continue"``, ``"micro_compacted"``, ``"compacted"``,
+    ``"stopped"`` (see :data:`langchain_compact.graph.state.Transition`)."""
+    compaction_count: NotRequired[int]
+    """Full compactions in this thread so far."""
+    last_compaction: NotRequired[dict[str, Any]]
+    """Numbers of the newest compaction: tokens before/after, archive reference, summarizer."""
+    stop_reason: NotRequired[str]
+    """Why the run stopped, when it did."""
+
+
+def _run_config(runtime: Runtime[Any] | None) -> RunnableConfig:
+    """The run's config, for the archive's thread id (``configurable.thread_id``)."""
+    try:
+        from langgraph.config import get_config
+
+        return get_config()
+    except RuntimeError:  # called outside a run, or Python 3.10 in an async task
+        info = getattr(runtime, "execution_info", None)
+        thread_id = getattr(info, "thread_id", None)
+        return {"configurable": {"thread_id": thread_id}} if thread_id else {}
+
+
+class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
+    """Keeps a ``create_agent`` agent inside its context window; stops instead of looping.
+
+    Before every model call: clear old tool results and cut oversized ones (same message
+    ids, so they replace in place; originals archived first); if the usage-anchored context
+    is over ``trigger_ratio * context_window``, replace the history by system messages +
+    the pinned task + summaries + the kept tail; if it is still over the trigger after that,
+    or a limit is reached (``max_compactions``, thrash guard), append a message saying what
+    is done and pending and end the run (``jump_to="end"``). Stale usage from before a
+    compaction never triggers another one.
+
+    Args:
+        config: Settings; ``context_window`` defaults to ``model.profile["max_input_tokens"]``.
+        summarizer: Defaults to :class:`~langchain_compact.summarizers.ExtractiveSummarizer`
+            (offline, deterministic); an LLM summarizer falls back to it on failure.
+        archive: Where cleared and compacted originals go before they are replaced; the
+            thread is the run's ``configurable.thread_id``.
+        model: The agent's chat model, only to read its context window from its profile.
+        counter: Local token counter for messages after the newest usage report.
+        tools: The agent's tools (their schemas count while no usage report exists yet).
+
+    Raises:
+        ConfigError: when neither ``config`` nor ``model``'s profile gives a context window.
+
+    Example:
+        >>> from langchain.agents import create_agent
+        >>> from langchain_compact import CompactionConfig
+        >>> from langchain_compact.demo import ContextReadingPolicy, DependentTask
+        >>> task = DependentTask(steps=6)
+        >>> agent = create_agent(
+        ...     model=ContextReadingPolicy(),
+        ...     tools=task.tools(),
+        ...     middleware=[CompactionMiddleware(config=CompactionConfig(context_window=4000))],
+        ... )
+        >>> out = agent.invoke({"messages": [("user", task.prompt())]})
+        >>> task.check(out["messages"][-1].text).ok, out["compaction_count"] >= 1
+        (True, True)
+    """
+
+    state_schema = CompactionAgentState
+
+    def __init__(
+        self,
+        *,
+        config: CompactionConfig | None = None,
+        summarizer: Summarizer | None = None,
+        archive: TranscriptArchive | None = None,
+        model: BaseChatModel | None = None,
+        counter: TokenCounter = approximate_tokens,
+        tools: Sequence[Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.nodes = CompactionNodes(
+            config=resolve_context_window(config or CompactionConfig(), model),
+            summarizer=summarizer,
+            archive=archive,
+            counter=counter,
+            tools=tools,
+        )
+
+    @property
+    def config(self) -> CompactionConfig:
+        """The settings in use (``context_window`` resolved)."""
+        return self.nodes.config
+
+    # ------------------------------------------------------------------ hooks
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(
+        self, state: CompactionAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Micro-compact, then compact or stop if needed, before the model is called."""
+        config = _run_config(runtime)
+        micro = self.nodes.micro(dict(state), config)
+        current, route = self._route(state, micro)
+        compacted = self.nodes.summarize(current, config) if route == "summarize" else None
+        return self._finish(current, micro, route, compacted)
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(
+        self, state: CompactionAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_model` (archive and summarizer I/O awaited)."""
+        config = _run_config(runtime)
+        micro = await self.nodes.amicro(dict(state), config)
+        current, route = self._route(state, micro)
+        compacted = await self.nodes.asummarize(current, config) if route == "summarize" else None
+        return self._finish(current, micro, route, compacted)
+
+    # ------------------------------------------------------------------ shared body
+
+    def _route(self, state: CompactionAgentState, micro: Update) -> tuple[Update, str]:
+        """Merge the micro-compacted messages into the state, then decide (the graph's edge)."""
+        current: Update = {**state, **micro}
+        previous: list[Any] = list(state["messages"])
+        current["messages"] = add_messages(previous, micro.get("messages", []))
+        return current, self.nodes.route(current)
+
+    def _finish(
+        self, current: Update, micro: Update, route: str, compacted: Update | None
+    ) -> Update:
+        """Dirty-value check and stop; one state update composed from the steps taken."""
+        update: Update = dict(micro)
+        messages: list[BaseMessage] = list(micro.get("messages", []))
+        stop = route == "stop"
+        if compacted is not None:
+            update.update(compacted)
+            current = {**current, **compacted}
+            if compacted.get("transition") == "compacted":
+                messages = list(compacted["messages"])  # RemoveMessage(ALL) + new history
+                current["messages"] = messages[1:]
+            stop = self.nodes.after_summarize(current) == "stop"
+        if stop:
+            stopped = self.nodes.stop(current)
+            update.update(stopped)
+            messages += stopped["messages"]
+            update["jump_to"] = "end"
+        update.pop("messages", None)
+        if messages:
+            update["messages"] = messages
+        return update
