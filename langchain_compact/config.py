@@ -143,7 +143,10 @@ class CompactionConfig:
             raise ConfigError(
                 f"summary_role={self.summary_role!r} is not allowed: use 'human' or 'system'."
             )
-        if self.summarizer_timeout is not None and not self.summarizer_timeout > 0:
+        timeout = self.summarizer_timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
             raise ConfigError(
                 f"summarizer_timeout={self.summarizer_timeout!r} is out of range: "
                 "use a number of seconds > 0, or None for no limit."

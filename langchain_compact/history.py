@@ -109,7 +109,8 @@ def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Return a copy of ``messages`` that passes :func:`validate_history`.
 
     Dangling tool calls get an ``status="error"`` ToolMessage saying the call was
-    interrupted; orphan and duplicate results are dropped (logged at WARNING with their
+    interrupted; a tool-call id used a second time is renamed; orphan and duplicate results
+    are dropped (logged at WARNING with their
     index). The input is not modified, so callers that must lose nothing archive it first.
 
     Example:
@@ -122,6 +123,7 @@ def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     pending: list[tuple[str, str]] = []  # (id, tool name) still unanswered in this batch
     batch: set[str] = set()
     answered: set[str] = set()
+    seen_calls: set[str] = set()
 
     def close_pending() -> None:
         for cid, name in pending:
@@ -145,8 +147,12 @@ def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         if isinstance(msg, AIMessage) and msg.tool_calls:
             calls = []
             for n, call in enumerate(msg.tool_calls):
-                if not call.get("id"):
+                cid = call.get("id")
+                if not cid:
                     call = {**call, "id": f"repaired_{i}_{n}"}
+                elif cid in seen_calls:  # a re-used id would pair with the wrong result
+                    call = {**call, "id": f"{cid}__dup{i}_{n}"}
+                seen_calls.add(str(call["id"]))
                 calls.append(call)
             if calls != msg.tool_calls:
                 msg = msg.model_copy(update={"tool_calls": calls})

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, kind_of, with_meta
 from langchain_compact.config import DEFAULT_MICRO_KEEP, DEFAULT_MICRO_MIN_CHARS
+from langchain_compact.errors import ConfigError
 from langchain_compact.tokens import TokenCounter, _check_message, approximate_tokens
 
 __all__ = [
@@ -79,9 +80,9 @@ def clear_tool_results(
     """Replace the content of older tool results with a short placeholder.
 
     The most recent ``keep`` tool results stay intact; older ones of at least
-    ``min_chars`` characters whose tool is not in ``exclude_tools`` are cleared. With
-    ``clear_at_least > 0`` nothing changes until clearing would free at least that many
-    tokens, and then every eligible result is cleared at once: the cleared prefix changes
+    ``min_chars`` characters whose tool is not in ``exclude_tools`` are cleared, unless the
+    placeholder would not be shorter. With ``clear_at_least > 0`` nothing changes until
+    clearing would free at least that many tokens (net of the placeholders), and then every eligible result is cleared at once: the cleared prefix changes
     in batches, so a provider's prompt cache survives between clears.
 
     Args:
@@ -112,7 +113,7 @@ def clear_tool_results(
     ]
     protected = set(tool_positions[-keep:]) if keep > 0 else set()
     anchor = _usage_anchor(messages)
-    plan: list[tuple[int, str, int]] = []
+    plan: list[tuple[int, str, str, int]] = []  # index, text, placeholder, tokens freed
     for i in tool_positions:
         msg = messages[i]
         if i in protected or kind_of(msg) in (KIND_CLEARED, KIND_TRUNCATED):
@@ -122,18 +123,19 @@ def clear_tool_results(
         text = tool_result_text(msg)
         if len(text) < min_chars and isinstance(msg.content, str):
             continue
-        plan.append((i, text, _tokens(text, counter)))
-    if not plan or sum(t for _, _, t in plan) < clear_at_least:
+        tokens = _tokens(text, counter)
+        assert isinstance(msg, ToolMessage)
+        new_text = placeholder.format(
+            name=msg.name or "tool", chars=len(text), tokens=tokens, tool_call_id=msg.tool_call_id
+        )
+        saved = tokens - _tokens(new_text, counter)
+        if saved > 0:  # a placeholder longer than the result would only grow the context
+            plan.append((i, text, new_text, saved))
+    if not plan or sum(saved for *_, saved in plan) < clear_at_least:
         return list(messages)
     out = list(messages)
-    for i, text, tokens in plan:
+    for i, text, new_text, saved in plan:
         msg = messages[i]
-        assert isinstance(msg, ToolMessage)
-        name = msg.name or "tool"
-        new_text = placeholder.format(
-            name=name, chars=len(text), tokens=tokens, tool_call_id=msg.tool_call_id
-        )
-        saved = max(0, tokens - _tokens(new_text, counter))
         out[i] = with_meta(
             msg.model_copy(update={"content": new_text, "artifact": None}),
             kind=KIND_CLEARED,
@@ -168,7 +170,7 @@ def truncate_large_tool_results(
         True
     """
     if keep_chars >= max_chars:
-        raise ValueError(f"keep_chars={keep_chars} must be smaller than max_chars={max_chars}")
+        raise ConfigError(f"keep_chars={keep_chars} must be smaller than max_chars={max_chars}")
     anchor = _usage_anchor(messages)
     out = list(messages)
     for i, raw in enumerate(messages):

@@ -263,9 +263,9 @@ class ExtractiveSummarizer:
                     actions.append(f"called {_clip(rendered, 400)}")
             elif isinstance(msg, ToolMessage):
                 answered.add(msg.tool_call_id)
-                status = " (error)" if msg.status == "error" else ""
+                flag = " (error)" if msg.status == "error" else ""
                 body = " | ".join(_clip(ln, 240) for ln in _observation_lines(text))
-                facts.append(f"{msg.name or 'tool'}{status} [{msg.tool_call_id}]: {body}")
+                facts.append(f"{msg.name or 'tool'}{flag} [{msg.tool_call_id}]: {body}")
             elif not isinstance(msg, SystemMessage) and text.strip():
                 facts.append(f"{msg.type}: {_clip(text, 300)}")
         pending = [c for cid, c in calls.items() if cid not in answered]
@@ -275,7 +275,7 @@ class ExtractiveSummarizer:
         status.append("pending: " + ("; ".join(pending) if pending else "no unanswered tool calls"))
         status.append("last assistant message: " + (last_ai or "unknown"))
         status.append("next step: unknown (continue from the facts above and the pinned task)")
-        sections = [
+        sections: list[tuple[str, list[str]]] = [
             ("1. Goal and hard constraints", goal or ["unknown (no user message in this span)"]),
             ("2. Confirmed facts and data", facts or ["none recorded"]),
             ("3. Decisions taken and why", actions or ["none recorded"]),

@@ -84,9 +84,15 @@ def _check_message(message: object, index: int) -> BaseMessage:
     return message
 
 
+_OPENAI_ROLE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
 def _message_parts(message: BaseMessage) -> tuple[list[str], int]:
-    """Split a message into texts to encode and a fixed token estimate (images etc.)."""
-    texts: list[str] = []
+    """Split a message into texts to encode and a fixed token estimate (images etc.).
+
+    The role is encoded like any other value, as in OpenAI's cookbook recipe.
+    """
+    texts: list[str] = [_OPENAI_ROLE.get(message.type, message.type)]
     fixed = 0
     content = message.content
     if isinstance(content, str):
@@ -190,8 +196,8 @@ class TiktokenCounter:
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> counter = TiktokenCounter("gpt-4o")
-        >>> counter([HumanMessage("hello world")])  # 2 + 3 per message + 3 priming
-        8
+        >>> counter([HumanMessage("hello world")])  # 2 + role 1 + 3 per message + 3 priming
+        9
     """
 
     def __init__(
@@ -206,6 +212,7 @@ class TiktokenCounter:
         self.encoding_name = encoding
         self.max_cache_entries = max_cache_entries
         self._cache: dict[str, int] = {}
+        self._message_cache: dict[tuple[Any, ...], int] = {}
         self._encoder: Any = None
         self._fallback = False
         self._lock = threading.Lock()
@@ -272,12 +279,35 @@ class TiktokenCounter:
         """Tokens of tool schemas as sent with a request (JSON of the OpenAI tool format)."""
         return self.count_text(_tools_text(tools))
 
-    def __call__(self, messages: Sequence[BaseMessage]) -> int:
-        total = self._tools_tokens
-        for i, raw in enumerate(messages):
-            texts, fixed = _message_parts(_check_message(raw, i))
-            total += TOKENS_PER_MESSAGE + fixed + sum(self.count_text(t) for t in texts)
+    def _count_message(self, message: BaseMessage) -> int:
+        # A message seen before (same type, id, content object and tool calls) costs one
+        # dict lookup: str hashes are cached, so a growing history is O(new messages).
+        calls = (
+            tuple(c.get("id") or "" for c in message.tool_calls)
+            if isinstance(message, AIMessage)
+            else ()
+        )
+        key = None
+        if message.id is not None and isinstance(message.content, str):
+            key = (message.type, message.id, message.content, calls, getattr(message, "name", None))
+            cached = self._message_cache.get(key)
+            if cached is not None:
+                return cached
+        texts, fixed = _message_parts(message)
+        n = TOKENS_PER_MESSAGE + fixed + sum(self.count_text(t) for t in texts)
+        if key is not None:
+            if len(self._message_cache) >= self.max_cache_entries:
+                self._message_cache.clear()
+            self._message_cache[key] = n
+        return n
+
+    def count_messages(self, messages: Sequence[BaseMessage]) -> int:
+        """Tokens of ``messages`` alone (without the tool schemas given at construction)."""
+        total = sum(self._count_message(_check_message(m, i)) for i, m in enumerate(messages))
         return total + (TOKENS_REPLY_PRIMING if messages else 0)
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> int:
+        return self._tools_tokens + self.count_messages(messages)
 
 
 def _boundary(messages: Sequence[BaseMessage]) -> tuple[int, set[str]]:
@@ -329,7 +359,13 @@ def context_tokens(
             ):
                 credit += int(meta.get("saved_tokens", 0))
         rest = messages[i + 1 :]
-        return max(0, anchored - credit) + (counter(rest) if rest else 0)
+        if not rest:
+            return max(0, anchored - credit)
+        # The anchor already includes the tool schemas: count the rest without them.
+        local = (
+            counter.count_messages(rest) if isinstance(counter, TiktokenCounter) else counter(rest)
+        )
+        return max(0, anchored - credit) + local
     total = counter(messages)
     if tools:
         if isinstance(counter, TiktokenCounter):

@@ -207,11 +207,6 @@ _DUP_EXAMPLE = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="repair_history: a duplicated AIMessage re-uses answered call ids; repair closes "
-    "them with a second 'interrupted' result, which validate_history rejects",
-)
 @PROPERTY
 @given(histories(), damage_ops)
 @example(msgs=_DUP_EXAMPLE, ops=[("dup", 1, 3)])

@@ -55,11 +55,6 @@ PER_TOOL_CALL = 3  # tokens.py's documented framing estimate for one tool call
 ROLE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 IMAGE_TOKENS = 85  # tokens.py's documented fixed estimate for one image (OpenAI low detail)
 
-ROLE_TOKENS_BUG = (
-    "TiktokenCounter omits the role token the OpenAI cookbook counts for every message "
-    "(encode(role) = 1 token for user/assistant/system/tool): it undercounts by 1 per message"
-)
-
 
 def enc_len(enc: tiktoken.Encoding, text: str) -> int:
     return len(enc.encode_ordinary(text))
@@ -118,7 +113,6 @@ def test_data_present() -> None:
 # --- TiktokenCounter: exact ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=ROLE_TOKENS_BUG)
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: p.stem)
 def test_tiktoken_counter_equals_published_count(path: Path, o200k: tiktoken.Encoding) -> None:
     messages = load_trajectory(path)
@@ -127,7 +121,6 @@ def test_tiktoken_counter_equals_published_count(path: Path, o200k: tiktoken.Enc
     assert got == expected, f"{path.stem}: counter {got} != cookbook {expected}"
 
 
-@pytest.mark.xfail(strict=True, reason=ROLE_TOKENS_BUG)
 def test_tiktoken_counter_equals_published_count_cl100k(
     transcripts: dict[str, list[BaseMessage]], cl100k: tiktoken.Encoding
 ) -> None:
@@ -138,7 +131,6 @@ def test_tiktoken_counter_equals_published_count_cl100k(
     assert not any(diffs.values()), diffs
 
 
-@pytest.mark.xfail(strict=True, reason=ROLE_TOKENS_BUG)
 def test_single_message_matches_cookbook(o200k: tiktoken.Encoding) -> None:
     message = HumanMessage("hello world")
     assert TiktokenCounter()([message]) == published_count([message], o200k)
@@ -309,6 +301,7 @@ def test_content_blocks_tiktoken_documented_estimate(o200k: tiktoken.Encoding) -
     expected = (
         PER_MESSAGE
         + REPLY_PRIMING
+        + enc_len(o200k, ROLE["human"])
         + enc_len(o200k, "describe this")
         + IMAGE_TOKENS
         + enc_len(o200k, unknown_json)
@@ -403,11 +396,6 @@ def test_context_tokens_without_usage_counts_everything_and_tools(o200k) -> None
     assert context_tokens(anchored, counter=counter, tools=[search_flights, book]) == 305
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="context_tokens with an anchor counts the rest with counter(rest); a TiktokenCounter "
-    "built with tools= adds the tool schemas again although the usage already includes them",
-)
 def test_context_tokens_does_not_double_count_counter_tools() -> None:
     msgs = [
         HumanMessage("Find me a flight to SFO"),
