@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import langchain_compact
 
