@@ -1,0 +1,330 @@
+"""Read and write transcripts: OpenAI chat JSONL or LangChain message dicts.
+
+Two formats, detected per file:
+
+* ``"openai"``: one OpenAI chat message per line (``role``, ``content``, ``tool_calls``,
+  ``tool_call_id``), like ``../shared/data/trajectories/*.jsonl``;
+* ``"langchain"``: ``messages_to_dict`` dicts (``{"type": ..., "data": {...}}``), one per
+  line or as one JSON list.
+
+Every error names the file and the line (for a JSON list: the item) it comes from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ToolMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+    messages_from_dict,
+    messages_to_dict,
+)
+
+from langchain_compact._meta import (
+    KIND_CLEARED,
+    KIND_SUMMARY,
+    KIND_TRUNCATED,
+    META_KEY,
+    with_meta,
+)
+from langchain_compact.errors import CompactionError
+from langchain_compact.microcompact import DEFAULT_PLACEHOLDER
+
+__all__ = [
+    "Transcript",
+    "TranscriptError",
+    "dump_transcript",
+    "load_transcript",
+    "read_transcript",
+]
+
+Format = Literal["openai", "langchain"]
+Container = Literal["jsonl", "json"]
+
+_OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+# The OpenAI format has no metadata field, so the markers compaction writes are lost on
+# export; these patterns (the package's own placeholder and header texts) restore them on
+# import, so compacting an already compacted file keeps its summaries and cleared results.
+_SUMMARY_RE = re.compile(
+    r"\A\[(?:Summary #(\d+) of the earlier conversation|Merged summary of compactions 1-(\d+)\.\])"
+)
+_CLEARED_PREFIX = DEFAULT_PLACEHOLDER.split("{", 1)[0]
+_TRUNCATED_RE = re.compile(
+    r"\n\[\.\.\. \d+ characters omitted from this .{1,200}? result \(\d+ in all\)"
+)
+
+
+class TranscriptError(CompactionError, ValueError):
+    """A transcript file cannot be read; the message names the file and line.
+
+    Attributes:
+        line: 1-based line (JSONL) or item number (JSON list); 0 when not tied to one.
+    """
+
+    def __init__(self, message: str, *, line: int = 0) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """A loaded transcript and where each message came from."""
+
+    messages: list[BaseMessage]
+    fmt: Format
+    """``"openai"`` or ``"langchain"``."""
+    container: Container
+    """``"jsonl"`` (one message per line) or ``"json"`` (one JSON list)."""
+    lines: list[int]
+    """Source line (JSONL) or 1-based item number (JSON list) of each message."""
+
+    def where(self, index: int) -> str:
+        """Human name of the source position of ``messages[index]``."""
+        if not 0 <= index < len(self.lines):
+            return "?"
+        noun = "line" if self.container == "jsonl" else "item"
+        return f"{noun} {self.lines[index]}"
+
+
+def _first_line(exc: BaseException) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):  # pydantic ValidationError: name the first bad field
+        try:
+            first = errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ()))
+            return f"{loc}: {first.get('msg', '')}".strip(": ")
+        except Exception:
+            pass
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _openai_to_langchain(raw: dict[str, Any]) -> dict[str, Any]:
+    role = raw.get("role")
+    if role not in _OPENAI_ROLES:
+        raise ValueError(f"unknown role {role!r} (expected one of {', '.join(_OPENAI_ROLES)})")
+    content = raw.get("content")
+    if content is None:
+        content = ""
+    if not isinstance(content, (str, list)):
+        raise ValueError(f"content must be a string or a list, got {type(content).__name__}")
+    out: dict[str, Any] = {"role": role, "content": content}
+    for key in ("id", "name"):
+        if isinstance(raw.get(key), str):
+            out[key] = raw[key]
+    if raw.get("tool_calls"):
+        if role != "assistant":
+            raise ValueError(f"a {role} message cannot carry tool_calls")
+        calls = []
+        for n, call in enumerate(raw["tool_calls"]):
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise ValueError(f"tool_calls[{n}] has no function name")
+            arguments = function.get("arguments") or "{}"
+            try:
+                args = json.loads(arguments) if isinstance(arguments, str) else arguments
+            except json.JSONDecodeError as exc:
+                raise ValueError(
+                    f"tool_calls[{n}] ({function['name']}) has arguments that are not valid "
+                    f"JSON ({exc.msg})"
+                ) from None
+            calls.append(
+                {"id": call.get("id"), "name": function["name"], "args": args, "type": "tool_call"}
+            )
+        out["tool_calls"] = calls
+    if role == "tool":
+        if not isinstance(raw.get("tool_call_id"), str) or not raw["tool_call_id"]:
+            raise ValueError("a tool message needs a tool_call_id")
+        out["tool_call_id"] = raw["tool_call_id"]
+    return out
+
+
+def _parse_items(text: str, name: str) -> tuple[list[tuple[int, Any]], Container]:
+    stripped = text.lstrip()
+    if not stripped:
+        raise TranscriptError(f"{name} is empty: expected one JSON message per line")
+    if stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(
+                f"{name}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})",
+                line=exc.lineno,
+            ) from None
+        if not isinstance(data, list) or not data:
+            raise TranscriptError(f"{name} holds an empty JSON list: no messages")
+        return list(enumerate(data, 1)), "json"
+    items = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(
+                f"{name}:{number}: not valid JSON ({exc.msg}, column {exc.colno}); expected "
+                "one JSON message per line",
+                line=number,
+            ) from None
+    return items, "jsonl"
+
+
+def _restore_marker(message: BaseMessage) -> BaseMessage:
+    if META_KEY in message.response_metadata or not isinstance(message.content, str):
+        return message
+    text = message.content
+    if isinstance(message, ToolMessage):
+        if text.startswith(_CLEARED_PREFIX):
+            return with_meta(message, kind=KIND_CLEARED)
+        if _TRUNCATED_RE.search(text):
+            return with_meta(message, kind=KIND_TRUNCATED)
+    elif message.type in ("human", "system") and (match := _SUMMARY_RE.match(text)):
+        return with_meta(message, kind=KIND_SUMMARY, index=int(match.group(1) or match.group(2)))
+    return message
+
+
+def read_transcript(path: str | os.PathLike[str]) -> Transcript:
+    """Load a transcript file and report its format and the source line of each message.
+
+    Tool results get their tool's ``name`` from the call they answer, and messages without
+    an id get ``line-<N>``, so compaction and the archive can refer to them.
+
+    Raises:
+        TranscriptError: missing or unreadable file, bad JSON, or a line that is not a
+            message; the text names the line.
+    """
+    p = Path(path)
+    name = str(path)
+    if not p.exists():
+        raise TranscriptError(f"{name}: no such file")
+    if p.is_dir():
+        raise TranscriptError(f"{name} is a folder, not a transcript file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(
+            f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+    except OSError as exc:
+        raise TranscriptError(f"{name}: {exc.strerror or exc}") from None
+    items, container = _parse_items(text, name)
+    noun = "line" if container == "jsonl" else "item"
+    fmt: Format | None = None
+    messages: list[BaseMessage] = []
+    lines: list[int] = []
+    tool_names: dict[str, str] = {}
+    for number, item in items:
+        where = f"{name}:{number}" if container == "jsonl" else f"{name}: item {number}"
+        if not isinstance(item, dict):
+            raise TranscriptError(
+                f"{where}: expected a JSON object (a message), got {type(item).__name__}",
+                line=number,
+            )
+        kind: Format | None = (
+            "openai"
+            if "role" in item
+            else "langchain"
+            if "type" in item and "data" in item
+            else None
+        )
+        if kind is None:
+            raise TranscriptError(
+                f"{where}: not a message: expected an OpenAI message ('role', 'content') or a "
+                "LangChain message dict ('type', 'data')",
+                line=number,
+            )
+        if fmt is None:
+            fmt = kind
+        elif kind != fmt:
+            raise TranscriptError(
+                f"{where}: a {kind} message in a file whose first {noun} is {fmt} format; "
+                "use one format per file",
+                line=number,
+            )
+        try:
+            if kind == "openai":
+                message = convert_to_messages([_openai_to_langchain(item)])[0]
+            else:
+                message = messages_from_dict([item])[0]
+        except Exception as exc:
+            raise TranscriptError(
+                f"{where}: invalid {kind} message: {_first_line(exc)}", line=number
+            ) from None
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                if call.get("id"):
+                    tool_names[str(call["id"])] = call["name"]
+        updates: dict[str, Any] = {}
+        if message.id is None:
+            updates["id"] = f"line-{number}"
+        if (
+            isinstance(message, ToolMessage)
+            and not message.name
+            and message.tool_call_id in tool_names
+        ):
+            updates["name"] = tool_names[message.tool_call_id]
+        message = message.model_copy(update=updates) if updates else message
+        if kind == "openai":
+            message = _restore_marker(message)
+        messages.append(message)
+        lines.append(number)
+    assert fmt is not None  # _parse_items never returns an empty list
+    return Transcript(messages=messages, fmt=fmt, container=container, lines=lines)
+
+
+def load_transcript(path: str | os.PathLike[str]) -> list[BaseMessage]:
+    """Load a transcript (OpenAI chat JSONL, or LangChain dicts as JSONL or a JSON list).
+
+    Raises:
+        TranscriptError: with the file and line of the first problem.
+    """
+    return read_transcript(path).messages
+
+
+def _openai_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+    out = []
+    for message, data in zip(messages, convert_to_openai_messages(list(messages)), strict=True):
+        if isinstance(message, ToolMessage):
+            data.pop("name", None)  # the chat format's tool message has no name
+        data.setdefault("content", "")
+        out.append(data)
+    return out
+
+
+def dump_transcript(
+    messages: Sequence[BaseMessage],
+    path: str | os.PathLike[str],
+    fmt: Format,
+    *,
+    container: Container = "jsonl",
+) -> Path:
+    """Write ``messages`` to ``path`` in ``fmt`` (``"openai"`` or ``"langchain"``).
+
+    ``container="jsonl"`` writes one message per line; ``"json"`` one JSON list. Parent
+    folders are created. Returns the path written.
+    """
+    if fmt == "openai":
+        dicts = _openai_dicts(messages)
+    elif fmt == "langchain":
+        dicts = messages_to_dict(list(messages))
+    else:
+        raise ValueError(f"fmt must be 'openai' or 'langchain', got {fmt!r}")
+    p = Path(path)
+    if container == "json":
+        text = json.dumps(dicts, ensure_ascii=False, indent=1, default=str) + "\n"
+    else:
+        text = "".join(json.dumps(d, ensure_ascii=False, default=str) + "\n" for d in dicts)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p

@@ -1,0 +1,332 @@
+"""The ``langchain-compact`` command: ``demo``, ``inspect FILE`` and ``compact FILE``.
+
+``demo`` runs a long dependent task offline with a scripted model that can only continue
+from what its context still shows, so compaction that loses a fact fails visibly;
+``--strategy truncate`` runs the same task with plain truncation for comparison.
+``inspect`` shows where a transcript's tokens go; ``compact`` compacts one.
+
+Example:
+    >>> build_parser().parse_args(["demo", "--strategy", "truncate"]).strategy
+    'truncate'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from langchain_compact import __version__
+from langchain_compact._cli_common import CliError, first_line, load_chat_model, pick_counter
+from langchain_compact._transcripts import (
+    Container,
+    Transcript,
+    TranscriptError,
+    read_transcript,
+)
+from langchain_compact.config import CompactionConfig
+from langchain_compact.errors import CompactionError, InvalidHistoryError
+from langchain_compact.history import repair_history, validate_history
+
+__all__ = ["build_parser", "main"]
+
+PROG = "langchain-compact"
+DEFAULT_INSPECT_WINDOW = 128_000
+EXIT_ERROR = 2
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def _add_model_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--model",
+        metavar="PROVIDER:NAME",
+        help=f"{what} with a real chat model via init_chat_model (e.g. openai:gpt-4o-mini); "
+        "with --base-url, the model name the server serves",
+    )
+    parser.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="an OpenAI-compatible endpoint (ChatOpenAI; key from OPENAI_API_KEY, else "
+        "'not-needed'), e.g. http://127.0.0.1:8080/v1",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``langchain-compact`` command."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Context compaction for LangChain / LangGraph agents: see it work "
+        "(demo), see where a transcript's tokens go (inspect), compact one (compact).",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser(
+        "demo",
+        help="run a long dependent task offline, compacted (or truncated), and show the tokens",
+        description="Run a long dependent task (each step needs the previous step's value; "
+        "the report must begin with a code stated only in the original task) with a scripted "
+        "model that can only continue from what its context still shows. Shows a live line "
+        "per model turn, a per-turn table, a PNG plot (DIR/context.png) and a verdict. Exit "
+        "code 0 if the task finished, 1 if not.",
+    )
+    demo.add_argument("--steps", type=_positive, default=14, help="steps of the task (14)")
+    demo.add_argument(
+        "--window", type=_positive, default=6000, help="context window in tokens (6000)"
+    )
+    demo.add_argument(
+        "--strategy",
+        choices=("compact", "truncate"),
+        default="compact",
+        help="compact (default) or plain truncation (trim_messages) at the same budget",
+    )
+    demo.add_argument(
+        "--out",
+        metavar="DIR",
+        default="demo-out",
+        help="where the plot, the archive and the SQLite checkpoints go (./demo-out)",
+    )
+    demo.add_argument("--seed", type=int, default=7, help="task seed (7)")
+    _add_model_flags(demo, "run the task")
+
+    inspect = sub.add_parser(
+        "inspect",
+        help="show where a transcript's tokens go and what compaction would do",
+        description="Read a transcript (OpenAI chat JSONL, or LangChain messages_to_dict "
+        "dicts as JSONL or a JSON list) and show its tokens by role, by tool and the "
+        "largest messages, and what micro-compaction and a full compaction would do.",
+    )
+    inspect.add_argument("file", metavar="FILE")
+    inspect.add_argument(
+        "--window",
+        type=_positive,
+        default=DEFAULT_INSPECT_WINDOW,
+        help=f"context window in tokens ({DEFAULT_INSPECT_WINDOW:,})",
+    )
+    inspect.add_argument("--keep-last", type=_positive, default=None, help="messages kept (4)")
+    inspect.add_argument("--top", type=int, default=5, help="largest messages to list (5)")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument("--repair", action="store_true", help="repair broken tool pairing")
+
+    compact = sub.add_parser(
+        "compact",
+        help="compact a transcript file",
+        description="Micro-compact and then fully compact a transcript once (compact_history); "
+        "write the result in the input's format (JSONL; a JSON list if OUT ends in .json) and "
+        "the removed originals to the archive.",
+    )
+    compact.add_argument("file", metavar="FILE")
+    compact.add_argument("-o", "--output", metavar="OUT", required=True, help="output file")
+    compact.add_argument(
+        "--window",
+        type=_positive,
+        default=DEFAULT_INSPECT_WINDOW,
+        help=f"context window in tokens, for the summary budget ({DEFAULT_INSPECT_WINDOW:,})",
+    )
+    compact.add_argument(
+        "--keep-last", type=_positive, default=None, help="messages kept verbatim (4)"
+    )
+    compact.add_argument(
+        "--archive", metavar="DIR", default=".memory", help="archive folder (.memory)"
+    )
+    compact.add_argument("--thread-id", help="archive thread (default: the input file's name)")
+    compact.add_argument("--repair", action="store_true", help="repair broken tool pairing")
+    _add_model_flags(compact, "summarise")
+    return parser
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _config(args: argparse.Namespace) -> CompactionConfig:
+    extra = {"keep_last_n": args.keep_last} if args.keep_last else {}
+    return CompactionConfig(context_window=args.window, **extra)
+
+
+def _load_valid(path: str, *, repair: bool) -> Transcript:
+    transcript = read_transcript(path)
+    try:
+        validate_history(transcript.messages)
+    except InvalidHistoryError as exc:
+        if not repair:
+            where = transcript.where(exc.index)
+            raise CliError(
+                f"{path}: {where}: {exc} Run again with --repair to fix it automatically."
+            ) from None
+        fixed = repair_history(transcript.messages)
+        line_of = {
+            m.id: line for m, line in zip(transcript.messages, transcript.lines, strict=True)
+        }
+        print(
+            f"{PROG}: note: --repair fixed the tool-call pairing ({len(transcript.messages)} "
+            f"-> {len(fixed)} messages)",
+            file=sys.stderr,
+        )
+        transcript = Transcript(
+            messages=fixed,
+            fmt=transcript.fmt,
+            container=transcript.container,
+            lines=[line_of.get(m.id, 0) for m in fixed],
+        )
+    return transcript
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from langchain_compact._cli_inspect import analyse, render_inspect
+
+    transcript = _load_valid(args.file, repair=args.repair)
+    counter, label = pick_counter()
+    report = analyse(
+        transcript,
+        config=_config(args),
+        counter=counter,
+        counter_label=label,
+        top=args.top,
+        source=args.file,
+    )
+    print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else render_inspect(report))
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from langchain_compact._cli_common import message_tokens
+    from langchain_compact._cli_inspect import run_compaction
+    from langchain_compact._transcripts import dump_transcript
+    from langchain_compact.archive import JsonlArchive
+    from langchain_compact.summarizers import LLMSummarizer
+
+    if args.base_url and not args.model:
+        raise CliError("--base-url needs --model NAME (the model name the server serves)")
+    summarizer = (
+        LLMSummarizer(load_chat_model(args.model, base_url=args.base_url)) if args.model else None
+    )
+    transcript = _load_valid(args.file, repair=args.repair)
+    config = _config(args)
+    counter, label = pick_counter()
+    thread_id = args.thread_id or Path(args.file).stem
+    archive = JsonlArchive(args.archive)
+    messages = transcript.messages
+    outcome = run_compaction(
+        messages,
+        config=config,
+        summarizer=summarizer,
+        archive=archive,
+        thread_id=thread_id,
+        counter=counter,
+    )
+    result, micro = outcome.result, outcome.micro
+    validate_history(result.messages)
+    before = sum(message_tokens(counter, messages))
+    after_micro = sum(message_tokens(counter, micro.messages))
+    after = sum(message_tokens(counter, result.messages))
+    container: Container = "json" if str(args.output).endswith(".json") else "jsonl"
+    dump_transcript(result.messages, args.output, transcript.fmt, container=container)
+    print(f"{args.file}: {len(messages)} messages, {transcript.fmt} format ({label})")
+    print(
+        f"  micro-compaction: {len(micro.cleared)} old tool results cleared, "
+        f"{len(micro.truncated)} oversized ones cut: {before:,} -> {after_micro:,} tokens"
+    )
+    if result.summary is not None:
+        print(
+            f"  full compaction: {len(result.compacted)} messages summarised by "
+            f"{result.summarizer}: {after_micro:,} -> {after:,} tokens"
+        )
+    else:
+        print(f"  full compaction: nothing to compact ({result.reason})")
+    saved = f" ({100 * (before - after) / before:.0f}% less)" if before else ""
+    print(f"tokens: {before:,} -> {after:,}{saved}")
+    print(f"wrote {args.output}: {len(result.messages)} messages, {transcript.fmt} format")
+    refs = [r for r in (outcome.micro_ref, result.archive_ref) if r]
+    where = f"{archive.directory}, thread {thread_id!r}"
+    print(f"archive: {where}: {', '.join(refs)}" if refs else f"archive: nothing written ({where})")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from langchain_compact._cli_report import (
+        plot_context,
+        progress_line,
+        turn_table,
+        verdict_lines,
+    )
+    from langchain_compact._demo_run import DemoOptions, run_demo
+
+    options = DemoOptions(
+        out_dir=Path(args.out),
+        steps=args.steps,
+        window=args.window,
+        strategy=args.strategy,
+        model=args.model,
+        base_url=args.base_url,
+        seed=args.seed,
+    )
+    result = run_demo(
+        options,
+        on_turn=lambda turn: print(progress_line(turn), flush=True),
+        say=lambda line: print(line, flush=True),
+    )
+    print()
+    print(turn_table(result))
+    print()
+    try:
+        png = plot_context(result, options.out_dir / "context.png")
+        print(f"plot: {png}")
+    except ImportError:
+        print(
+            "plot: skipped, matplotlib is not installed "
+            "(pip install 'langchain-compact[demo]' to get DIR/context.png)"
+        )
+    if result.archive_dir is not None:
+        print(f"archive: {result.archive_dir} (thread {result.thread_id})")
+    print(f"checkpoints: {result.checkpoints}")
+    for line in verdict_lines(result):
+        print(line)
+    return 0 if result.verdict.ok else 1
+
+
+_COMMANDS = {"demo": _demo, "inspect": _inspect, "compact": _compact}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 ok, 1 demo task failed, 2 error).
+
+    Errors print one line, ``langchain-compact: error: ...``, on stderr (no traceback;
+    set ``LANGCHAIN_COMPACT_DEBUG=1`` to re-raise them).
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `langchain-compact demo | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except Exception as exc:
+        if os.environ.get("LANGCHAIN_COMPACT_DEBUG"):
+            raise
+        if isinstance(exc, (CliError, TranscriptError, CompactionError)):
+            message = str(exc)
+        elif isinstance(exc, OSError):
+            message = f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
+        else:
+            message = f"{type(exc).__name__}: {first_line(exc)}"
+        print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,388 @@
+"""The ``langchain-compact`` command: demo, inspect, compact, and every error path."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _data import TRAJECTORY_DIR
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
+
+from langchain_compact._meta import KIND_SUMMARY, kind_of
+from langchain_compact._transcripts import TranscriptError, dump_transcript, load_transcript
+from langchain_compact.archive import JsonlArchive
+from langchain_compact.cli import main
+from langchain_compact.demo import ContextReadingPolicy
+from langchain_compact.history import validate_history
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+OPENAI_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
+# An OpenHands run with native tool calls (49 tool results, ~22k tokens).
+TOOL_TRAJECTORY = TRAJECTORY_DIR / "openhands__ponyc-4588__llama-4-maverick.jsonl"
+
+
+@pytest.fixture
+def trajectory() -> Path:
+    if not TOOL_TRAJECTORY.exists():  # pragma: no cover - shared/ is beside every checkout
+        pytest.fail(f"{TOOL_TRAJECTORY} is missing; set LC_TRAJECTORY_DIR")
+    return TOOL_TRAJECTORY
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("langchain-compact: error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[-1], lines[-1]
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def test_demo_default_finishes_with_compactions_table_and_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "demo", "--out", tmp_path)
+    assert code == 0
+    assert "VERDICT: task finished: all 14 step values are correct" in out
+    progress = [line for line in out.splitlines() if re.match(r"turn +\d+ ", line)]
+    assert len(progress) >= 15
+    assert "compaction #1:" in out and "micro-compaction:" in out
+    assert "tool call: run_step step 1" in progress[0]
+    assert "stop: final report" in progress[-1]
+    assert "before the call (cleared / summarised)" in out  # the per-turn table
+    png = tmp_path / "context.png"
+    assert png.read_bytes().startswith(PNG_MAGIC)
+    assert (tmp_path / "checkpoints.sqlite").stat().st_size > 0
+    assert list((tmp_path / "archive").rglob("transcript_*.jsonl"))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="compaction.py/summarizers.py: merging earlier summaries with ExtractiveSummarizer "
+    "clips them as observations and the fidelity supplement (60 items) is crowded out by log "
+    "numbers, so the values of steps 1-8 are lost at compaction #4 (reported to the lead)",
+)
+def test_demo_longer_task_survives_summary_merges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "demo", "--steps", "20", "--out", tmp_path)
+    assert code == 0, out.splitlines()[-1]
+
+
+def test_demo_truncate_fails_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "demo", "--strategy", "truncate", "--out", tmp_path)
+    assert code == 1
+    verdict = next(line for line in out.splitlines() if line.startswith("VERDICT"))
+    assert "task NOT finished" in verdict
+    assert "the original task is no longer in my context" in verdict
+    assert "why: plain truncation" in out
+    assert "0 compactions" in verdict
+    assert (tmp_path / "context.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_demo_without_matplotlib_or_sqlite_still_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "langgraph.checkpoint.sqlite", None)
+    code, out, _ = run(capsys, "demo", "--steps", "3", "--out", tmp_path)
+    assert code == 0
+    assert "plot: skipped, matplotlib is not installed" in out
+    assert "pip install 'langchain-compact[demo]'" in out
+    assert "checkpoints: in memory (langgraph-checkpoint-sqlite is not installed" in out
+    assert not (tmp_path / "context.png").exists()
+
+
+def test_demo_with_a_model_uses_it_and_an_llm_summarizer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    def fake_load(spec: str, *, base_url: str | None = None) -> ContextReadingPolicy:
+        seen.append((spec, base_url))
+        return ContextReadingPolicy()
+
+    monkeypatch.setattr("langchain_compact._demo_run.load_chat_model", fake_load)
+    code, out, _ = run(
+        capsys, "demo", "--model", "m1", "--base-url", "http://127.0.0.1:9/v1", "--out", tmp_path
+    )
+    assert seen == [("m1", "http://127.0.0.1:9/v1")]
+    assert "model: m1 at http://127.0.0.1:9/v1" in out
+    assert "summaries: LLMSummarizer(model)" in out
+    assert "VERDICT" in out and code in (0, 1)
+
+
+def test_python_dash_m_entry_point(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "langchain_compact", "demo", "--steps", "6", "--out", tmp_path],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "VERDICT: task finished: all 6 step values are correct" in proc.stdout
+    assert (tmp_path / "context.png").read_bytes().startswith(PNG_MAGIC)
+
+
+# --------------------------------------------------------------------------- inspect
+
+
+def test_inspect_json_numbers_add_up(trajectory: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "inspect", trajectory, "--json", "--window", "16000")
+    assert code == 0
+    report = json.loads(out)
+    total = report["total_tokens"]
+    assert report["format"] == "openai" and report["messages"] == 101
+    assert "tiktoken" in report["counter"]
+    assert sum(r["tokens"] for r in report["by_role"].values()) == total
+    assert sum(r["messages"] for r in report["by_role"].values()) == report["messages"]
+    assert (
+        sum(t["tokens"] for t in report["by_tool"].values()) == report["by_role"]["tool"]["tokens"]
+    )
+    assert sum(t["results"] for t in report["by_tool"].values()) == 49
+    assert set(report["by_tool"]) >= {"str_replace_editor", "execute_bash"}
+    assert report["largest"][0]["tokens"] == max(r["tokens"] for r in report["largest"])
+    micro, comp = report["micro"], report["compaction"]
+    assert micro["tokens_before"] == total and micro["tokens_after"] < total
+    assert micro["cleared"] > 0
+    assert comp["tokens_before"] == micro["tokens_after"]
+    assert comp["tokens_after"] < comp["tokens_before"] and comp["summarised"] > 0
+    assert report["trigger"] == 12_000
+
+
+def test_inspect_text_report(trajectory: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "inspect", trajectory, "--top", "3")
+    assert code == 0
+    assert "by role" in out and "tool results by tool" in out and "largest messages" in out
+    assert "str_replace_editor" in out
+    assert "counted with tiktoken" in out
+    assert "micro-compaction:" in out and "full compaction would not run yet" in out
+
+
+def test_inspect_langchain_dicts_as_a_json_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = load_transcript(TOOL_TRAJECTORY)[:20]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(messages_to_dict(messages)))
+    code, out, _ = run(capsys, "inspect", path, "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["format"] == "langchain" and report["messages"] == 20
+    assert report["largest"][0]["where"].startswith("item ")
+
+
+# --------------------------------------------------------------------------- compact
+
+
+def _archived(archive_dir: Path, thread: str) -> list[BaseMessage]:
+    archive = JsonlArchive(archive_dir)
+    refs = archive.refs(thread_id=thread)
+    return [m for ref in refs for m in archive.read(ref, thread_id=thread)]
+
+
+def test_compact_openai_roundtrip_and_archive(
+    trajectory: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_file, archive_dir = tmp_path / "out.jsonl", tmp_path / "mem"
+    code, out, _ = run(
+        capsys, "compact", trajectory, "-o", out_file, "--archive", archive_dir, "--window", "16000"
+    )
+    assert code == 0
+    assert "tokens: " in out and "archive: " in out and "transcript_" in out
+    for line in out_file.read_text().splitlines():
+        assert set(json.loads(line)) <= OPENAI_KEYS
+    compacted = load_transcript(out_file)
+    validate_history(compacted)
+    assert len(compacted) < 20
+    assert compacted[0].type == "system" and kind_of(compacted[2]) == KIND_SUMMARY
+    original = load_transcript(trajectory)
+    kept = {m.text for m in compacted}
+    archived = {m.text for m in _archived(archive_dir, trajectory.stem)}
+    lost = [m for m in original if m.text not in kept and m.text not in archived]
+    assert not lost, f"{len(lost)} messages are neither kept nor archived"
+
+
+def test_compact_twice_keeps_the_first_summary(
+    trajectory: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "1.jsonl", tmp_path / "2.jsonl"
+    common = ["--archive", tmp_path / "mem", "--window", "16000", "--keep-last", "2"]
+    assert run(capsys, "compact", trajectory, "-o", first, *common)[0] == 0
+    summary = load_transcript(first)[2]
+    assert summary.text.startswith("[Summary #1")
+    # Extend the compacted history with one more turn, then compact again.
+    extended = [
+        *load_transcript(first),
+        AIMessage("", tool_calls=[{"name": "execute_bash", "args": {"cmd": "ls"}, "id": "x1"}]),
+        ToolMessage("file\n" * 200, tool_call_id="x1"),
+        AIMessage("done"),
+    ]
+    dump_transcript(extended, tmp_path / "ext.jsonl", "openai")
+    assert run(capsys, "compact", tmp_path / "ext.jsonl", "-o", second, *common)[0] == 0
+    texts = [m.text for m in load_transcript(second)]
+    assert summary.text in texts  # earlier summaries stay verbatim
+    assert any(t.startswith("[Summary #2") for t in texts)
+
+
+def test_compact_langchain_dicts_in_dicts_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = load_transcript(TOOL_TRAJECTORY)
+    source = tmp_path / "lc.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in messages_to_dict(messages)))
+    out_file = tmp_path / "out.jsonl"
+    code, out, _ = run(
+        capsys, "compact", source, "-o", out_file, "--archive", tmp_path / "a", "--thread-id", "t"
+    )
+    assert "langchain format" in out
+    assert code == 0
+    dicts = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert all(set(d) == {"type", "data"} for d in dicts)
+    back = messages_from_dict(dicts)
+    validate_history(back)
+    assert any(kind_of(m) == KIND_SUMMARY for m in back)  # metadata survives this format
+    assert _archived(tmp_path / "a", "t")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def write_lines(path: Path, *lines: Any) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+USER = {"role": "user", "content": "hi"}
+
+
+@pytest.mark.parametrize("command", ["inspect", "compact"])
+def test_missing_file(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [command, tmp_path / "nope.jsonl"] + (
+        ["-o", tmp_path / "o"] if command == "compact" else []
+    )
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, "nope.jsonl: no such file")
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ('{"role": "assistant", "content": "x"', ":2: not valid JSON"),
+        ("[1, 2]", ":2: expected a JSON object"),
+        ({"role": "wizard", "content": "x"}, ":2: invalid openai message: unknown role 'wizard'"),
+        ({"foo": 1}, ":2: not a message"),
+        ({"type": "human", "data": {"content": "x"}}, ":2: a langchain message in a file"),
+        (
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{bad"}}],
+            },
+            ":2: invalid openai message: tool_calls[0] (f) has arguments that are not valid JSON",
+        ),
+        ({"role": "tool", "content": "x"}, ":2: invalid openai message: a tool message needs"),
+    ],
+)
+def test_malformed_line_names_its_line(
+    line: Any, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_lines(tmp_path / "bad.jsonl", USER, line)
+    code, _, err = run(capsys, "inspect", path)
+    assert_one_line_error(code, err, needle)
+
+
+def test_empty_and_bad_json_list(tmp_path: Path) -> None:
+    with pytest.raises(TranscriptError, match="is empty"):
+        load_transcript(write_lines(tmp_path / "e.jsonl", ""))
+    with pytest.raises(TranscriptError, match="empty JSON list"):
+        load_transcript(write_lines(tmp_path / "e.json", "[]"))
+    bad = tmp_path / "b.json"
+    bad.write_text('[{"type": "human", "data": {"content": "x"}},\n {"type": "human", "data": 1}]')
+    with pytest.raises(TranscriptError, match="item 2: invalid langchain message") as info:
+        load_transcript(bad)
+    assert info.value.line == 2
+
+
+def test_invalid_history_offers_repair(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    orphan = {"role": "tool", "content": "r" * 300, "tool_call_id": "zz"}
+    path = write_lines(tmp_path / "t.jsonl", USER, orphan, {"role": "assistant", "content": "ok"})
+    code, _, err = run(capsys, "inspect", path)
+    assert_one_line_error(code, err, "line 2:", "orphan result", "--repair")
+    code, out, err = run(capsys, "inspect", path, "--repair", "--json")
+    assert code == 0 and "--repair fixed" in err
+    assert json.loads(out)["messages"] == 2
+    out_file = tmp_path / "o.jsonl"
+    code, _, _ = run(capsys, "compact", path, "-o", out_file, "--repair", "--archive", tmp_path)
+    assert code == 0
+    validate_history(load_transcript(out_file))
+
+
+def test_unknown_model_and_missing_provider_package(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_lines(tmp_path / "t.jsonl", USER)
+    compact = ["compact", path, "-o", tmp_path / "o.jsonl", "--archive", tmp_path / "a"]
+    code, _, err = run(capsys, *compact, "--model", "nosuch:thing")
+    assert_one_line_error(code, err, "unknown model 'nosuch:thing'", "PROVIDER:NAME")
+    code, _, err = run(capsys, "demo", "--model", "nosuchmodel", "--out", tmp_path / "d")
+    assert_one_line_error(code, err, "unknown model 'nosuchmodel'")
+    monkeypatch.setitem(sys.modules, "langchain_mistralai", None)
+    code, _, err = run(capsys, *compact, "--model", "mistralai:mistral-small")
+    assert_one_line_error(code, err, "provider package is missing", "langchain-mistralai")
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_base_url_needs_a_model_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "demo", "--base-url", "http://127.0.0.1:9/v1", "--out", tmp_path)
+    assert_one_line_error(code, err, "--base-url needs --model")
+
+
+def test_base_url_builds_an_openai_compatible_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    from langchain_openai import ChatOpenAI
+
+    from langchain_compact._cli_common import load_chat_model
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = load_chat_model("gemma3-270m", base_url="http://127.0.0.1:9/v1")
+    assert isinstance(model, ChatOpenAI)
+    assert model.model_name == "gemma3-270m"
+    assert model.openai_api_base == "http://127.0.0.1:9/v1"
+    assert model.openai_api_key is not None
+    assert model.openai_api_key.get_secret_value() == "not-needed"
+
+
+def test_transcript_roundtrip_keeps_tool_names_out_of_openai_format(tmp_path: Path) -> None:
+    messages = [
+        HumanMessage("go"),
+        AIMessage("", tool_calls=[{"name": "ls", "args": {"p": "."}, "id": "c1"}]),
+        ToolMessage("a.txt", tool_call_id="c1"),
+    ]
+    path = dump_transcript(messages, tmp_path / "t.jsonl", "openai")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert rows[2] == {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}
+    back = load_transcript(path)
+    assert isinstance(back[2], ToolMessage) and back[2].name == "ls"  # from its call
+    assert [m.id for m in back] == ["line-1", "line-2", "line-3"]
