@@ -29,8 +29,8 @@ from langchain_compact.tokens import approximate_tokens, context_tokens
 
 __all__ = ["DEFAULT_STEPS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "Turn", "run_demo"]
 
-DEFAULT_STEPS = 14
-DEFAULT_WINDOW = 6_000
+DEFAULT_STEPS = 50
+DEFAULT_WINDOW = 4_000
 """Small enough that the 14-step task (about 1,700 tokens of log per step) needs two
 full compactions and a micro-compaction every turn, large enough to finish."""
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from langchain_compact import __version__
 from langchain_compact._cli_common import CliError, first_line, load_chat_model, pick_counter
+from langchain_compact._demo_run import DEFAULT_STEPS, DEFAULT_WINDOW
 from langchain_compact._transcripts import (
     Container,
     Transcript,
@@ -82,9 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
         "per model turn, a per-turn table, a PNG plot (DIR/context.png) and a verdict. Exit "
         "code 0 if the task finished, 1 if not.",
     )
-    demo.add_argument("--steps", type=_positive, default=14, help="steps of the task (14)")
     demo.add_argument(
-        "--window", type=_positive, default=6000, help="context window in tokens (6000)"
+        "--steps",
+        type=_positive,
+        default=DEFAULT_STEPS,
+        help=f"steps of the task ({DEFAULT_STEPS})",
+    )
+    demo.add_argument(
+        "--window",
+        type=_positive,
+        default=DEFAULT_WINDOW,
+        help=f"context window in tokens ({DEFAULT_WINDOW})",
     )
     demo.add_argument(
         "--strategy",

@@ -31,6 +31,7 @@ from langchain_compact._meta import (
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, ConfigError, SummarizerError
 from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
+from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, fidelity_supplement
 from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
 
@@ -338,8 +339,16 @@ def _check_summary(text: Any, max_tokens: int) -> str:
     return text.strip()
 
 
+def _summary_bound(config: CompactionConfig) -> int:
+    """One summary's token bound: ``summary_max_tokens``, capped by the summary budget."""
+    if config.context_window is None:
+        return config.summary_max_tokens
+    budget = int(config.summary_budget_ratio * config.context_window)
+    return max(64, min(config.summary_max_tokens, budget))
+
+
 def _summarize_steps(
-    summarizer: Summarizer, messages: list[BaseMessage], config: CompactionConfig
+    summarizer: Summarizer, messages: list[BaseMessage], config: CompactionConfig, bound: int
 ) -> Generator[_Op, _Outcome, tuple[str, str, list[str]]]:
     """Primary summarizer with retries, then the extractive fallback; never loses anything."""
     errors: list[str] = []
@@ -348,13 +357,11 @@ def _summarize_steps(
         chain.append((ExtractiveSummarizer(), 1))
     for candidate, attempts in chain:
         for _ in range(attempts):
-            outcome = yield _SummarizeOp(
-                candidate, messages, config.summary_max_tokens, config.summarizer_timeout
-            )
+            outcome = yield _SummarizeOp(candidate, messages, bound, config.summarizer_timeout)
             try:
                 if outcome.error is not None:
                     raise outcome.error
-                text = _check_summary(outcome.value, config.summary_max_tokens)
+                text = _check_summary(outcome.value, bound)
             except Exception as exc:
                 errors.append(f"{type(candidate).__name__}: {type(exc).__name__}: {exc}")
                 logger.warning("summarizer failed (%s); %s", errors[-1], "retrying or falling back")
@@ -428,54 +435,83 @@ def _steps(
     info = compaction_info(messages)
     index = info.count + 1
     ref = yield from _archive_step(archive, span, thread_id, "compaction", {"index": index})
-    text, used, errors = yield from _summarize_steps(summarizer, span, config)
-    supplement = fidelity_supplement(span, text)
+    bound = _summary_bound(config)
+    text, used, errors = yield from _summarize_steps(summarizer, span, config, bound)
+    supplement = fidelity_supplement(span, text, max_tokens=max(200, bound // 2))
     archived = f", archived as {ref}" if ref else ""
     body = SUMMARY_HEADER.format(index=index, count=len(span), archived=archived) + text
     if supplement:
         body += "\n\n" + supplement
-    head, merged, merge_ref = plan.head, 0, None
+    head, merged = plan.head, 0
     earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
     window = config.context_window
-    if window and len(earlier) >= 2:
-        budget = config.summary_budget_ratio * window
-        total = counter(earlier) + approximate_tokens([HumanMessage(body)])
-        if total > budget:
-            merge_ref = yield from _archive_step(
-                archive, earlier, thread_id, "summary-merge", {"index": index}
-            )
-            merged_text, _, merge_errors = yield from _summarize_steps(summarizer, earlier, config)
-            errors += merge_errors
-            merge_extra = fidelity_supplement(earlier, merged_text)
-            if merge_extra:
-                merged_text += "\n\n" + merge_extra
-            merged_msg = _summary_message(
-                f"[Merged summary of compactions 1-{index - 1}.]\n\n{merged_text}",
-                config,
-                earlier,
-                index=index - 1,
-                merged_from=[m.id for m in earlier],
-                archive_ref=merge_ref,
-            )
-            first = head.index(earlier[0])
-            head = [m for m in head if kind_of(m) != KIND_SUMMARY]
-            head.insert(min(first, len(head)), merged_msg)
-            merged = len(earlier)
+    body_tokens = approximate_tokens([HumanMessage(body)])
+    if window and earlier and counter(earlier) + body_tokens > config.summary_budget_ratio * window:
+        # Over the summary budget: merge the earlier summaries into one (the only time a
+        # summary is summarised), into what the budget leaves beside the new summary.
+        merge_bound = max(64, int(config.summary_budget_ratio * window) - body_tokens)
+        merge_ref = yield from _archive_step(
+            archive, earlier, thread_id, "summary-merge", {"index": index}
+        )
+        merged_text, _, merge_errors = yield from _summarize_steps(
+            summarizer, earlier, config, merge_bound
+        )
+        errors += merge_errors
+        merge_extra = fidelity_supplement(earlier, merged_text, max_tokens=merge_bound // 2)
+        if merge_extra:
+            merged_text += "\n\n" + merge_extra
+        merged_msg = _summary_message(
+            f"[Merged summary of compactions 1-{index - 1}.]\n\n{merged_text}",
+            config,
+            earlier,
+            index=index - 1,
+            merged_from=[m.id for m in earlier],
+            archive_ref=merge_ref,
+        )
+        first = head.index(earlier[0])
+        head = [m for m in head if kind_of(m) != KIND_SUMMARY]
+        head.insert(min(first, len(head)), merged_msg)
+        merged = len(earlier)
+    tail = plan.tail
+    extra = approximate_tokens([], tools=tools) if tools else 0
+    trigger = config.trigger_tokens
+    if trigger is not None and counter([*head, HumanMessage(body), *tail]) + extra >= trigger:
+        # The kept tail is too large (big tool results): clear its older results too, keeping
+        # the newest one, rather than leave a history that is still over the trigger.
+        slim = clear_tool_results(
+            tail,
+            keep=1,
+            min_chars=config.micro_min_chars,
+            exclude_tools=config.micro_exclude_tools,
+            archived=archive is not None,
+            counter=counter,
+        )
+        cleared = [a for a, b in zip(tail, slim, strict=True) if a is not b]
+        todo = [m for m in cleared if not get_meta(m).get("archive_ref")]
+        if config.redactor is not None and todo:
+            from langchain_compact.redaction import redact_messages
+
+            todo = redact_messages(todo, config.redactor)
+        tail_ref = yield from _archive_step(archive, todo, thread_id, "compaction-tail", {})
+        tail = [
+            with_meta(b, archive_ref=tail_ref) if a is not b and tail_ref else b
+            for a, b in zip(tail, slim, strict=True)
+        ]
     streak = info.refill_streak + 1 if info.count and info.turns_since <= 1 else 0
     meta: dict[str, Any] = {
         "index": index,
         "archive_ref": ref,
         "span_ids": [m.id for m in plan.span],
-        "kept_ids": [m.id for m in plan.tail if m.id is not None],
+        "kept_ids": [m.id for m in tail if m.id is not None],
         "turns_since_previous": info.turns_since,
         "refill_streak": streak,
         "summarizer": used,
         "tokens_before": tokens_before,
     }
-    draft = [*head, _summary_message(body, config, plan.span, **meta), *plan.tail]
-    tokens_after = counter(draft) + (approximate_tokens([], tools=tools) if tools else 0)
+    draft = [*head, _summary_message(body, config, plan.span, **meta), *tail]
+    tokens_after = counter(draft) + extra
     summary = _summary_message(body, config, plan.span, **meta, tokens_after=tokens_after)
-    new = [*head, summary, *plan.tail]
+    new = [*head, summary, *tail]
     kept = {m.id for m in new}
     logger.info(
         "compaction #%d: %d -> %d tokens, %d messages summarised by %s%s",

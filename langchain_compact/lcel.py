@@ -26,7 +26,8 @@ from langchain_compact._meta import get_meta, with_meta
 from langchain_compact.compaction import CompactionResult, acompact_history, compact_history, decide
 from langchain_compact.config import CompactionConfig
 from langchain_compact.graph.nodes import resolve_context_window
-from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
+from langchain_compact.microcompact import micro_compact
+from langchain_compact.redaction import redact_messages
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -113,22 +114,12 @@ class MessageCompactor:
         return list(raw), digests, 0
 
     def _micro(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[BaseMessage]]:
-        cfg = self.config
-        out = messages
-        if cfg.large_tool_result_chars is not None:
-            out = truncate_large_tool_results(
-                out,
-                max_chars=cfg.large_tool_result_chars,
-                keep_chars=cfg.large_tool_result_keep_chars,
-                counter=self.counter,
-            )
-        out = clear_tool_results(
-            out,
-            keep=cfg.micro_keep,
-            min_chars=cfg.micro_min_chars,
-            clear_at_least=cfg.micro_clear_at_least,
-            exclude_tools=cfg.micro_exclude_tools,
+        out = micro_compact(
+            messages,
+            self.config,
+            archived=self.archive is not None,
             counter=self.counter,
+            tools=self.tools,
         )
         # A result cleared by an earlier call was already cleared in the input the newest
         # usage report describes: no usage credit for it, and it is archived already.
@@ -142,7 +133,10 @@ class MessageCompactor:
                     out[i] = with_meta(after, usage_anchor=None)
                 else:
                     self._cleared.add(key)
-                    fresh.append(before)
+                    if not get_meta(before).get("archive_ref"):  # not archived whole already
+                        fresh.append(before)
+        if fresh and self.config.redactor is not None:
+            fresh = redact_messages(fresh, self.config.redactor)
         return out, fresh
 
     def _remember(

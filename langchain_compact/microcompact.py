@@ -10,18 +10,27 @@ transformer and the middleware do, through :mod:`langchain_compact.archive`).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, kind_of, with_meta
-from langchain_compact.config import DEFAULT_MICRO_KEEP, DEFAULT_MICRO_MIN_CHARS
+from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of, with_meta
+from langchain_compact.config import DEFAULT_MICRO_KEEP, DEFAULT_MICRO_MIN_CHARS, CompactionConfig
 from langchain_compact.errors import ConfigError
-from langchain_compact.tokens import TokenCounter, _check_message, approximate_tokens
+from langchain_compact.tokens import (
+    TokenCounter,
+    _check_message,
+    approximate_tokens,
+    context_tokens,
+)
 
 __all__ = [
     "DEFAULT_PLACEHOLDER",
     "DEFAULT_TRUNCATION_NOTICE",
+    "UNARCHIVED_NOTICE",
+    "UNARCHIVED_PLACEHOLDER",
     "clear_tool_results",
+    "micro_compact",
     "tool_result_text",
     "truncate_large_tool_results",
 ]
@@ -33,11 +42,23 @@ DEFAULT_PLACEHOLDER = (
 )
 """Placeholder template; fields: ``name``, ``chars``, ``tokens``, ``tool_call_id``."""
 
+UNARCHIVED_PLACEHOLDER = (
+    "[tool result cleared to save context: {name} returned {chars} characters "
+    "(~{tokens} tokens). It was not archived; call the tool again if you need it.]"
+)
+"""Placeholder used when no archive keeps the original (``archived=False``)."""
+
 DEFAULT_TRUNCATION_NOTICE = (
     "\n[... {omitted} characters omitted from this {name} result ({chars} in all). The full "
     'text is archived: call recall_archived(tool_call_id="{tool_call_id}") to read it.]\n'
 )
 """Inserted between head and tail of an oversized result; same fields plus ``omitted``."""
+
+UNARCHIVED_NOTICE = (
+    "\n[... {omitted} characters omitted from this {name} result ({chars} in all); "
+    "they were not archived ({tool_call_id}).]\n"
+)
+"""Notice used when no archive keeps the original (``archived=False``)."""
 
 
 def tool_result_text(message: BaseMessage) -> str:
@@ -74,7 +95,8 @@ def clear_tool_results(
     min_chars: int = DEFAULT_MICRO_MIN_CHARS,
     clear_at_least: int = 0,
     exclude_tools: Collection[str] = (),
-    placeholder: str = DEFAULT_PLACEHOLDER,
+    placeholder: str | None = None,
+    archived: bool = True,
     counter: TokenCounter = approximate_tokens,
 ) -> list[BaseMessage]:
     """Replace the content of older tool results with a short placeholder.
@@ -82,8 +104,9 @@ def clear_tool_results(
     The most recent ``keep`` tool results stay intact; older ones of at least
     ``min_chars`` characters whose tool is not in ``exclude_tools`` are cleared, unless the
     placeholder would not be shorter. With ``clear_at_least > 0`` nothing changes until
-    clearing would free at least that many tokens (net of the placeholders), and then every eligible result is cleared at once: the cleared prefix changes
-    in batches, so a provider's prompt cache survives between clears.
+    clearing would free at least that many tokens (net of the placeholders), and then every
+    eligible result is cleared at once: the cleared prefix changes in batches, so a
+    provider's prompt cache survives between clears.
 
     Args:
         messages: The history (not modified).
@@ -91,7 +114,10 @@ def clear_tool_results(
         min_chars: Results shorter than this are left alone.
         clear_at_least: Minimum tokens a clearing must free (0: any).
         exclude_tools: Tool names whose results are never cleared.
-        placeholder: Template with ``{name}``, ``{chars}``, ``{tokens}``, ``{tool_call_id}``.
+        placeholder: Template with ``{name}``, ``{chars}``, ``{tokens}``, ``{tool_call_id}``;
+            defaults to :data:`DEFAULT_PLACEHOLDER` (or :data:`UNARCHIVED_PLACEHOLDER`).
+        archived: Whether the caller archives the originals (the default placeholder then
+            points to the recall tool; otherwise it says the text was not kept).
         counter: Token counter used to size what is cleared.
 
     Returns:
@@ -108,6 +134,7 @@ def clear_tool_results(
         >>> [m.content.startswith("[tool result cleared") for m in out[1::2]]
         [True, True, False, False, False]
     """
+    template = placeholder or (DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER)
     tool_positions = [
         i for i, m in enumerate(messages) if isinstance(_check_message(m, i), ToolMessage)
     ]
@@ -116,7 +143,7 @@ def clear_tool_results(
     plan: list[tuple[int, str, str, int]] = []  # index, text, placeholder, tokens freed
     for i in tool_positions:
         msg = messages[i]
-        if i in protected or kind_of(msg) in (KIND_CLEARED, KIND_TRUNCATED):
+        if i in protected or kind_of(msg) == KIND_CLEARED:
             continue
         if (getattr(msg, "name", None) or "") in exclude_tools:
             continue
@@ -125,8 +152,10 @@ def clear_tool_results(
             continue
         tokens = _tokens(text, counter)
         assert isinstance(msg, ToolMessage)
-        new_text = placeholder.format(
-            name=msg.name or "tool", chars=len(text), tokens=tokens, tool_call_id=msg.tool_call_id
+        # A result cut to head + tail earlier reports its original size.
+        chars = int(get_meta(msg).get("original_chars", len(text)))
+        new_text = template.format(
+            name=msg.name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
         )
         saved = tokens - _tokens(new_text, counter)
         if saved > 0:  # a placeholder longer than the result would only grow the context
@@ -134,12 +163,12 @@ def clear_tool_results(
     if not plan or sum(saved for *_, saved in plan) < clear_at_least:
         return list(messages)
     out = list(messages)
-    for i, text, new_text, saved in plan:
+    for i, _text, new_text, saved in plan:
         msg = messages[i]
         out[i] = with_meta(
             msg.model_copy(update={"content": new_text, "artifact": None}),
             kind=KIND_CLEARED,
-            original_chars=len(text),
+            original_chars=chars,
             saved_tokens=saved,
             usage_anchor=anchor,
         )
@@ -152,7 +181,8 @@ def truncate_large_tool_results(
     max_chars: int,
     keep_chars: int = 2_000,
     digest: Callable[[str], str] | None = None,
-    notice: str = DEFAULT_TRUNCATION_NOTICE,
+    notice: str | None = None,
+    archived: bool = True,
     counter: TokenCounter = approximate_tokens,
 ) -> list[BaseMessage]:
     """Cut every tool result longer than ``max_chars`` to head + tail (B4).
@@ -181,7 +211,7 @@ def truncate_large_tool_results(
         if len(text) <= max_chars:
             continue
         head, tail = text[: keep_chars // 2], text[len(text) - (keep_chars - keep_chars // 2) :]
-        middle = notice.format(
+        middle = (notice or (DEFAULT_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE)).format(
             omitted=len(text) - len(head) - len(tail),
             name=msg.name or "tool",
             chars=len(text),
@@ -198,4 +228,53 @@ def truncate_large_tool_results(
             saved_tokens=saved,
             usage_anchor=anchor,
         )
+    return out
+
+
+def micro_compact(
+    messages: Sequence[BaseMessage],
+    config: CompactionConfig,
+    *,
+    archived: bool = True,
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+) -> list[BaseMessage]:
+    """Both micro-compaction layers with ``config``'s settings: cut oversized results (B4),
+    then clear old ones (B3). Unchanged messages are the same objects as in the input.
+
+    Pressure relief: when the context is still at or over the full-compaction trigger after
+    that (large results: ``micro_keep`` of them can fill the window), older results are
+    cleared down to the newest one, so a full compaction is the last resort, not the norm.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> out = micro_compact([ToolMessage("a" * 9000, tool_call_id="c1")], CompactionConfig())
+        >>> kind_of(out[0])
+        'truncated'
+    """
+    out = list(messages)
+    if config.large_tool_result_chars is not None:
+        out = truncate_large_tool_results(
+            out,
+            max_chars=config.large_tool_result_chars,
+            keep_chars=config.large_tool_result_keep_chars,
+            archived=archived,
+            counter=counter,
+        )
+    options: dict[str, Any] = {
+        "min_chars": config.micro_min_chars,
+        "exclude_tools": config.micro_exclude_tools,
+        "archived": archived,
+        "counter": counter,
+    }
+    out = clear_tool_results(
+        out, keep=config.micro_keep, clear_at_least=config.micro_clear_at_least, **options
+    )
+    trigger = config.trigger_tokens
+    if (
+        trigger is not None
+        and config.micro_keep > 1
+        and context_tokens(out, counter=counter, tools=tools) >= trigger
+    ):
+        out = clear_tool_results(out, keep=1, **options)
     return out

@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
+from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact._render import context_of, render_call, render_transcript, salient_items
 from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
 from langchain_compact.errors import SummarizerError
@@ -235,12 +236,22 @@ class ExtractiveSummarizer:
         goal: list[str] = []
         facts: list[str] = []
         actions: list[str] = []
+        carried: list[str] = []  # "other context" bullets of merged summaries
+        cleared: list[str] = []  # tool_call_ids of results cleared before this compaction
+        merged = 0
         answered: set[str] = set()
         calls: dict[str, str] = {}
         last_ai = ""
         for msg in messages:
             text = tool_result_text(msg)
-            if isinstance(msg, HumanMessage):
+            if kind_of(msg) == KIND_SUMMARY:  # merging earlier summaries: keep their bullets
+                merged += 1
+                by_section = _summary_bullets(text)
+                goal.extend(by_section.get("1", []))
+                facts.extend(by_section.get("2", []) + by_section.get("S", []))
+                actions.extend(by_section.get("3", []))
+                carried.extend(by_section.get("5", []))
+            elif isinstance(msg, HumanMessage):
                 if len(text) > _OBSERVATION_CHARS:
                     facts.append(
                         "observation: "
@@ -263,31 +274,69 @@ class ExtractiveSummarizer:
                     actions.append(f"called {_clip(rendered, 400)}")
             elif isinstance(msg, ToolMessage):
                 answered.add(msg.tool_call_id)
+                if kind_of(msg) == KIND_CLEARED:  # a placeholder: nothing to keep but its id
+                    cleared.append(msg.tool_call_id)
+                    continue
                 flag = " (error)" if msg.status == "error" else ""
                 body = " | ".join(_clip(ln, 240) for ln in _observation_lines(text))
                 facts.append(f"{msg.name or 'tool'}{flag} [{msg.tool_call_id}]: {body}")
             elif not isinstance(msg, SystemMessage) and text.strip():
                 facts.append(f"{msg.type}: {_clip(text, 300)}")
         pending = [c for cid, c in calls.items() if cid not in answered]
-        status = [
-            f"done: {len(answered)} tool call(s) returned, {len(messages)} messages compacted"
-        ]
-        status.append("pending: " + ("; ".join(pending) if pending else "no unanswered tool calls"))
-        status.append("last assistant message: " + (last_ai or "unknown"))
-        status.append("next step: unknown (continue from the facts above and the pinned task)")
+        if merged and merged == len(messages):
+            status = [f"merged from {merged} earlier summaries; the newest summary has the status"]
+        else:
+            status = [
+                f"done: {len(answered)} tool call(s) returned, {len(messages)} messages compacted"
+            ]
+            status.append(
+                "pending: " + ("; ".join(pending) if pending else "no unanswered tool calls")
+            )
+            status.append("last assistant message: " + (last_ai or "unknown"))
+            status.append("next step: unknown (continue from the facts above and the pinned task)")
+        if cleared:
+            carried.append(
+                f"{len(cleared)} tool results were cleared before this compaction; "
+                "recall_archived(tool_call_id=...) returns any of them"
+            )
         sections: list[tuple[str, list[str]]] = [
             ("1. Goal and hard constraints", goal or ["unknown (no user message in this span)"]),
             ("2. Confirmed facts and data", facts or ["none recorded"]),
             ("3. Decisions taken and why", actions or ["none recorded"]),
             ("4. Status", status),
-            ("5. Other context", ["originals are archived; recall_archived can fetch any of them"]),
+            (
+                "5. Other context",
+                list(
+                    dict.fromkeys(
+                        [*carried, "originals are archived; recall_archived fetches them"]
+                    )
+                ),
+            ),
         ]
+        sections = [(title, list(dict.fromkeys(items))) for title, items in sections]
         return _fit(sections, max_tokens)
 
     async def asummarize(
         self, messages: Sequence[BaseMessage], *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
     ) -> str:
         return self.summarize(messages, max_tokens=max_tokens)
+
+
+_FILLER_RE = re.compile(r"unknown \(|none recorded|\(\d+ (older entries omitted|more details)")
+_HEADING_RE = re.compile(r"^##\s*(?:(\d)\.|(Supplement))")
+
+
+def _summary_bullets(text: str) -> dict[str, list[str]]:
+    """Bullets of a summary by section number ("S" for the fidelity supplement)."""
+    out: dict[str, list[str]] = {}
+    section = ""
+    for line in text.splitlines():
+        heading = _HEADING_RE.match(line.strip())
+        if heading:
+            section = heading.group(1) or "S"
+        elif section and line.startswith("- ") and not _FILLER_RE.match(line[2:]):
+            out.setdefault(section, []).append(line[2:].strip())
+    return out
 
 
 def _fit(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
@@ -316,7 +365,13 @@ def _fit(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
     return text
 
 
-def fidelity_supplement(span: Sequence[BaseMessage], summary: str, *, max_items: int = 60) -> str:
+def fidelity_supplement(
+    span: Sequence[BaseMessage],
+    summary: str,
+    *,
+    max_items: int = 60,
+    max_tokens: int | None = None,
+) -> str:
     """Details of ``span`` that ``summary`` dropped, as a supplement to append ('' if none).
 
     Checks numbers, identifiers, paths and URLs from human and assistant messages (text and
@@ -331,7 +386,11 @@ def fidelity_supplement(span: Sequence[BaseMessage], summary: str, *, max_items:
     sources: list[str] = []
     for msg in span:
         text = tool_result_text(msg)
-        if isinstance(msg, ToolMessage) or len(text) > _OBSERVATION_CHARS:
+        if kind_of(msg) == KIND_CLEARED:  # a placeholder; the original is archived
+            continue
+        if kind_of(msg) == KIND_SUMMARY:
+            sources.append(text)
+        elif isinstance(msg, ToolMessage) or len(text) > _OBSERVATION_CHARS:
             sources.append("\n".join(ln for ln in _observation_lines(text) if ln != "..."))
         else:
             sources.append(text)
@@ -344,7 +403,15 @@ def fidelity_supplement(span: Sequence[BaseMessage], summary: str, *, max_items:
                 missing[item] = context_of(item, source)
     if not missing:
         return ""
-    lines = [f"- {item}: {ctx}" for item, ctx in list(missing.items())[:max_items]]
-    if len(missing) > max_items:
-        lines.append(f"- ({len(missing) - max_items} more details: ask recall_archived)")
+    lines: list[str] = []
+    used = 0
+    for item, ctx in missing.items():
+        line = f"- {item}: {ctx}"
+        cost = approximate_tokens([HumanMessage(line)]) - 6
+        if len(lines) >= max_items or (max_tokens is not None and used + cost > max_tokens):
+            break
+        lines.append(line)
+        used += cost
+    if len(lines) < len(missing):
+        lines.append(f"- ({len(missing) - len(lines)} more details: ask recall_archived)")
     return "## Supplement: details the summary left out (verbatim)\n" + "\n".join(lines)

@@ -28,7 +28,7 @@ from langchain_compact.compaction import (
 )
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, ConfigError
-from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
+from langchain_compact.microcompact import micro_compact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
 
@@ -146,33 +146,26 @@ class CompactionNodes:
     def _micro_plan(
         self, messages: list[BaseMessage]
     ) -> tuple[list[BaseMessage], list[BaseMessage]]:
-        cfg = self.config
-        out = messages
-        if cfg.large_tool_result_chars is not None:
-            out = truncate_large_tool_results(
-                out,
-                max_chars=cfg.large_tool_result_chars,
-                keep_chars=cfg.large_tool_result_keep_chars,
-                counter=self.counter,
-            )
-        out = clear_tool_results(
-            out,
-            keep=cfg.micro_keep,
-            min_chars=cfg.micro_min_chars,
-            clear_at_least=cfg.micro_clear_at_least,
-            exclude_tools=cfg.micro_exclude_tools,
+        out = micro_compact(
+            messages,
+            self.config,
+            archived=self.archive is not None,
             counter=self.counter,
+            tools=self.tools,
         )
         changed = [i for i, (a, b) in enumerate(zip(messages, out, strict=True)) if a is not b]
-        return [messages[i] for i in changed], [out[i] for i in changed]
+        # A result cut to head + tail earlier was archived whole then; don't archive the cut.
+        to_archive = [messages[i] for i in changed if not get_meta(messages[i]).get("archive_ref")]
+        return self._redacted(to_archive), [out[i] for i in changed]
 
-    def _micro_update(
-        self, originals: list[BaseMessage], changed: list[BaseMessage], ref: str | None
-    ) -> dict[str, Any]:
+    def _micro_update(self, changed: list[BaseMessage], ref: str | None) -> dict[str, Any]:
         if not changed:
             return {"transition": "continue"}
         if ref is not None:
-            changed = [with_meta(m, archive_ref=ref) for m in changed]
+            changed = [
+                m if get_meta(m).get("archive_ref") else with_meta(m, archive_ref=ref)
+                for m in changed
+            ]
         saved = sum(int(get_meta(m).get("saved_tokens", 0)) for m in changed)
         _emit(
             {
@@ -187,8 +180,8 @@ class CompactionNodes:
         )
         return {self.key: changed, "transition": "micro_compacted"}
 
-    def _originals(self, originals: list[BaseMessage]) -> list[BaseMessage]:
-        if self.config.redactor is None:
+    def _redacted(self, originals: list[BaseMessage]) -> list[BaseMessage]:
+        if self.config.redactor is None or not originals:
             return originals
         from langchain_compact.redaction import redact_messages
 
@@ -196,23 +189,23 @@ class CompactionNodes:
 
     def micro(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node: clear old tool results and cut oversized ones, archiving originals first."""
-        originals, changed = self._micro_plan(self._messages(state))
+        to_archive, changed = self._micro_plan(self._messages(state))
         ref = None
-        if changed and self.archive is not None:
+        if to_archive and self.archive is not None:
             ref = self.archive.write(
-                self._originals(originals), thread_id=_thread_id(config), reason="micro-compaction"
+                to_archive, thread_id=_thread_id(config), reason="micro-compaction"
             )
-        return self._micro_update(originals, changed, ref)
+        return self._micro_update(changed, ref)
 
     async def amicro(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`micro`."""
-        originals, changed = self._micro_plan(self._messages(state))
+        to_archive, changed = self._micro_plan(self._messages(state))
         ref = None
-        if changed and self.archive is not None:
+        if to_archive and self.archive is not None:
             ref = await self.archive.awrite(
-                self._originals(originals), thread_id=_thread_id(config), reason="micro-compaction"
+                to_archive, thread_id=_thread_id(config), reason="micro-compaction"
             )
-        return self._micro_update(originals, changed, ref)
+        return self._micro_update(changed, ref)
 
     # ------------------------------------------------------------------ summarize
 
