@@ -113,7 +113,7 @@ class JsonlArchive(_u.ArchiveBase):
     Example:
         >>> from langchain_core.messages import ToolMessage
         >>> archive = JsonlArchive(tmp_path)  # doctest: +SKIP
-        >>> ref = archive.write([ToolMessage("42", tool_call_id="c1")], thread_id="t", reason="r")
+        >>> ref = archive.write([ToolMessage("42", tool_call_id="c1")], thread_id="t", reason="r")  # doctest: +SKIP
         >>> archive.search(thread_id="t", tool_call_id="c1")[0].message.content  # doctest: +SKIP
         '42'
     """

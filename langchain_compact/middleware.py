@@ -98,7 +98,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         >>> from langchain.agents import create_agent
         >>> from langchain_compact import CompactionConfig
         >>> from langchain_compact.demo import ContextReadingPolicy, DependentTask
-        >>> task = DependentTask(steps=6)
+        >>> task = DependentTask(steps=30)
         >>> agent = create_agent(
         ...     model=ContextReadingPolicy(),
         ...     tools=task.tools(),
