@@ -111,10 +111,11 @@ class JsonlArchive(_u.ArchiveBase):
     thread's folder. Async methods run the same sync code in a worker thread.
 
     Example:
+        >>> import tempfile
         >>> from langchain_core.messages import ToolMessage
-        >>> archive = JsonlArchive(tmp_path)  # doctest: +SKIP
-        >>> ref = archive.write([ToolMessage("42", tool_call_id="c1")], thread_id="t", reason="r")  # doctest: +SKIP
-        >>> archive.search(thread_id="t", tool_call_id="c1")[0].message.content  # doctest: +SKIP
+        >>> archive = JsonlArchive(tempfile.mkdtemp())
+        >>> ref = archive.write([ToolMessage("42", tool_call_id="c1")], thread_id="t", reason="r")
+        >>> archive.search(thread_id="t", tool_call_id="c1")[0].message.content
         '42'
     """
 

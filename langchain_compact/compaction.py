@@ -28,10 +28,10 @@ from langchain_compact._meta import (
     kind_of,
     with_meta,
 )
-from langchain_compact.config import CompactionConfig
+from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
 from langchain_compact.errors import CompactionError, ConfigError, SummarizerError
 from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
-from langchain_compact.microcompact import clear_tool_results
+from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, fidelity_supplement
 from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
 
@@ -148,7 +148,8 @@ def decide(
 
     Uses the usage-anchored context size, so stale usage from before a compaction never
     triggers another one. Stops when ``max_compactions`` is reached, when the thrash guard
-    fires, or when nothing is left to compact (the kept tail alone is over the trigger).
+    fires, or when nothing is left to compact and the context fills the window; over the
+    trigger with nothing new to compact but still inside the window, the call goes ahead.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -179,11 +180,13 @@ def decide(
             "within one model turn",
         )
     if _plan(messages, config) is None:
+        if tokens < window:  # nothing new to summarise yet, but the call still fits
+            return Decision("continue", tokens, trigger, "over the trigger, nothing to compact yet")
         return Decision(
             "stop",
             tokens,
             trigger,
-            "nothing is left to compact: the kept messages alone exceed the trigger",
+            "nothing is left to compact: the kept messages alone fill the context window",
         )
     return Decision("compact", tokens, trigger, f"{tokens} tokens >= trigger {trigger}")
 
@@ -486,6 +489,17 @@ def _steps(
             archived=archive is not None,
             counter=counter,
         )
+        if counter([*head, HumanMessage(body), *slim]) + extra >= trigger:
+            # Still over: long observations sent as user messages (agents without native
+            # tool calls) are cut to head + tail as well.
+            slim = truncate_large_tool_results(
+                slim,
+                max_chars=config.large_tool_result_chars or DEFAULT_LARGE_TOOL_RESULT_CHARS,
+                keep_chars=config.large_tool_result_keep_chars,
+                archived=archive is not None,
+                include_human=True,
+                counter=counter,
+            )
         cleared = [a for a, b in zip(tail, slim, strict=True) if a is not b]
         todo = [m for m in cleared if not get_meta(m).get("archive_ref")]
         if config.redactor is not None and todo:

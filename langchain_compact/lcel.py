@@ -91,7 +91,8 @@ class MessageCompactor:
         self.max_memo = max_memo
         # digest of the raw prefix -> compacted replacement of that prefix
         self._memo: OrderedDict[str, list[BaseMessage]] = OrderedDict()
-        self._cleared: set[str] = set()  # digests of originals cleared by earlier calls
+        # digest of a raw message -> the cleared / cut version this compactor made of it
+        self._cleared: dict[str, BaseMessage] = {}
         self._lock = threading.Lock()
         self.compactions = 0
 
@@ -114,27 +115,28 @@ class MessageCompactor:
         return list(raw), digests, 0
 
     def _micro(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[BaseMessage]]:
+        # Clearing is monotonic, as in graph state: a result this compactor cleared or cut
+        # in an earlier call stays so (the raw input still has it whole). Those earlier
+        # changes were already in the input the newest usage report describes, so they carry
+        # no usage credit; only what changes in this call is archived and credited.
+        keys = [_message_digest(m).hex() for m in messages]
+        with self._lock:
+            before = [self._cleared.get(k, m) for k, m in zip(keys, messages, strict=True)]
         out = micro_compact(
-            messages,
+            before,
             self.config,
             archived=self.archive is not None,
             counter=self.counter,
             tools=self.tools,
         )
-        # A result cleared by an earlier call was already cleared in the input the newest
-        # usage report describes: no usage credit for it, and it is archived already.
         fresh: list[BaseMessage] = []
         with self._lock:
-            for i, (before, after) in enumerate(zip(messages, out, strict=True)):
-                if before is after:
+            for key, raw, prev, after in zip(keys, messages, before, out, strict=True):
+                if after is prev:
                     continue
-                key = _message_digest(before).hex()
-                if key in self._cleared:
-                    out[i] = with_meta(after, usage_anchor=None)
-                else:
-                    self._cleared.add(key)
-                    if not get_meta(before).get("archive_ref"):  # not archived whole already
-                        fresh.append(before)
+                self._cleared[key] = with_meta(after, usage_anchor=None)
+                if prev is raw:  # first change of this original: archive it
+                    fresh.append(raw)
         if fresh and self.config.redactor is not None:
             fresh = redact_messages(fresh, self.config.redactor)
         return out, fresh

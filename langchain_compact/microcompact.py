@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of, with_meta
 from langchain_compact.config import DEFAULT_MICRO_KEEP, DEFAULT_MICRO_MIN_CHARS, CompactionConfig
@@ -53,6 +53,14 @@ DEFAULT_TRUNCATION_NOTICE = (
     'text is archived: call recall_archived(tool_call_id="{tool_call_id}") to read it.]\n'
 )
 """Inserted between head and tail of an oversized result; same fields plus ``omitted``."""
+
+HUMAN_TRUNCATION_NOTICE = (
+    "\n[... {omitted} characters omitted from this {name} ({chars} in all). The full text is "
+    "archived: call recall_archived(query=<a few words from it>) to read it.]\n"
+)
+"""Notice for a long human message (an observation) cut with ``include_human=True``."""
+
+_DONE = (KIND_CLEARED, KIND_TRUNCATED)
 
 UNARCHIVED_NOTICE = (
     "\n[... {omitted} characters omitted from this {name} result ({chars} in all); "
@@ -183,6 +191,7 @@ def truncate_large_tool_results(
     digest: Callable[[str], str] | None = None,
     notice: str | None = None,
     archived: bool = True,
+    include_human: bool = False,
     counter: TokenCounter = approximate_tokens,
 ) -> list[BaseMessage]:
     """Cut every tool result longer than ``max_chars`` to head + tail (B4).
@@ -190,7 +199,10 @@ def truncate_large_tool_results(
     The head keeps the first ``keep_chars // 2`` characters, the tail the last ones, with a
     notice between them saying how to read the whole text again. ``digest`` (for example an
     LLM call listing the key fields) is appended when given. Applies to recent results too:
-    an oversized result should not enter the context whole.
+    an oversized result should not enter the context whole. With ``include_human``, long
+    human messages are cut too: agents without native tool calls (SWE-agent's text
+    commands) receive their observations as user messages. Summaries and the pinned task
+    are never cut.
 
     Example:
         >>> from langchain_core.messages import ToolMessage
@@ -205,17 +217,21 @@ def truncate_large_tool_results(
     out = list(messages)
     for i, raw in enumerate(messages):
         msg = _check_message(raw, i)
-        if not isinstance(msg, ToolMessage) or kind_of(msg) in (KIND_CLEARED, KIND_TRUNCATED):
+        human = include_human and isinstance(msg, HumanMessage) and kind_of(msg) is None
+        if not (isinstance(msg, ToolMessage) or human) or kind_of(msg) in _DONE:
             continue
         text = tool_result_text(msg)
         if len(text) <= max_chars:
             continue
         head, tail = text[: keep_chars // 2], text[len(text) - (keep_chars - keep_chars // 2) :]
-        middle = (notice or (DEFAULT_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE)).format(
-            omitted=len(text) - len(head) - len(tail),
-            name=msg.name or "tool",
-            chars=len(text),
-            tool_call_id=msg.tool_call_id,
+        if isinstance(msg, ToolMessage):
+            template = notice or (DEFAULT_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE)
+            name, ref = msg.name or "tool", msg.tool_call_id
+        else:
+            template = HUMAN_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE
+            name, ref = "user message", f"message id {msg.id}"
+        middle = template.format(
+            omitted=len(text) - len(head) - len(tail), name=name, chars=len(text), tool_call_id=ref
         )
         new_text = head + middle + tail
         if digest is not None:
