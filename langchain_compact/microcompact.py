@@ -18,7 +18,9 @@ from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind
 from langchain_compact.config import DEFAULT_MICRO_KEEP, DEFAULT_MICRO_MIN_CHARS, CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.tokens import (
+    TiktokenCounter,
     TokenCounter,
+    _approx_text,
     _check_message,
     approximate_tokens,
     context_tokens,
@@ -91,8 +93,11 @@ def _usage_anchor(messages: Sequence[BaseMessage]) -> str | None:
 
 
 def _tokens(text: str, counter: TokenCounter) -> int:
-    from langchain_core.messages import HumanMessage
-
+    """Tokens of ``text`` alone under ``counter`` (fast paths for the package's counters)."""
+    if counter is approximate_tokens:
+        return _approx_text(text)
+    if isinstance(counter, TiktokenCounter):
+        return counter.count_text(text)
     return max(0, counter([HumanMessage(text)]) - counter([HumanMessage("")]))
 
 

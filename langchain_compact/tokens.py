@@ -22,6 +22,7 @@ import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,9 @@ class TokenizerUnavailableWarning(RuntimeWarning):
     """tiktoken's files could not be loaded; counts fall back to :func:`approximate_tokens`."""
 
 
+@lru_cache(maxsize=65_536)
 def _approx_text(text: str) -> int:
+    # Cached by text: Python caches a str's hash, so a text seen before costs one lookup.
     if not text:
         return 0
     n_cjk = len(_CJK_RE.findall(text))
@@ -153,11 +156,44 @@ def approximate_tokens(
     """
     total = 0
     for i, raw in enumerate(messages):
-        texts, fixed = _message_parts(_check_message(raw, i))
-        total += TOKENS_PER_MESSAGE + fixed + sum(_approx_text(t) for t in texts)
+        total += _cached_count(_check_message(raw, i), _APPROX_CACHE, 200_000, _approx_text)
     if tools:
         total += _approx_text(_tools_text(tools))
     return total + (TOKENS_REPLY_PRIMING if messages else 0)
+
+
+_APPROX_CACHE: dict[tuple[Any, ...], int] = {}
+
+
+def _cached_count(
+    message: BaseMessage,
+    cache: dict[tuple[Any, ...], int],
+    limit: int,
+    count_text: Callable[[str], int],
+) -> int:
+    """Tokens of one message, cached per message.
+
+    A message seen before (same type, id, content, tool-call ids and name) costs one dict
+    lookup: str hashes are cached, so a growing history costs O(new messages) per turn.
+    """
+    key = None
+    if message.id is not None and isinstance(message.content, str):
+        calls = (
+            tuple(c.get("id") or "" for c in message.tool_calls)
+            if isinstance(message, AIMessage)
+            else ()
+        )
+        key = (message.type, message.id, message.content, calls, getattr(message, "name", None))
+        cached = cache.get(key)
+        if cached is not None:
+            return cached
+    texts, fixed = _message_parts(message)
+    n = TOKENS_PER_MESSAGE + fixed + sum(count_text(t) for t in texts)
+    if key is not None:
+        if len(cache) >= limit:
+            cache.clear()
+        cache[key] = n
+    return n
 
 
 _warned_fallback = False
@@ -280,26 +316,7 @@ class TiktokenCounter:
         return self.count_text(_tools_text(tools))
 
     def _count_message(self, message: BaseMessage) -> int:
-        # A message seen before (same type, id, content object and tool calls) costs one
-        # dict lookup: str hashes are cached, so a growing history is O(new messages).
-        calls = (
-            tuple(c.get("id") or "" for c in message.tool_calls)
-            if isinstance(message, AIMessage)
-            else ()
-        )
-        key = None
-        if message.id is not None and isinstance(message.content, str):
-            key = (message.type, message.id, message.content, calls, getattr(message, "name", None))
-            cached = self._message_cache.get(key)
-            if cached is not None:
-                return cached
-        texts, fixed = _message_parts(message)
-        n = TOKENS_PER_MESSAGE + fixed + sum(self.count_text(t) for t in texts)
-        if key is not None:
-            if len(self._message_cache) >= self.max_cache_entries:
-                self._message_cache.clear()
-            self._message_cache[key] = n
-        return n
+        return _cached_count(message, self._message_cache, self.max_cache_entries, self.count_text)
 
     def count_messages(self, messages: Sequence[BaseMessage]) -> int:
         """Tokens of ``messages`` alone (without the tool schemas given at construction)."""
