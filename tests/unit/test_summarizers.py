@@ -1,0 +1,229 @@
+"""Summarizers (DESIGN.md B5): extractive sections and bounds, fidelity check, LLM call shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _scenarios import ScriptedChatModel, play
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.language_models import FakeMessagesListChatModel, GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from langchain_compact import SummarizerError
+from langchain_compact.demo import DependentTask
+from langchain_compact.summarizers import (
+    DEFAULT_SUMMARY_PROMPT,
+    SUMMARIZER_TAG,
+    ExtractiveSummarizer,
+    LLMSummarizer,
+    Summarizer,
+    fidelity_supplement,
+)
+from langchain_compact.tokens import approximate_tokens
+
+SECTIONS = [
+    "## 1. Goal and hard constraints",
+    "## 2. Confirmed facts and data",
+    "## 3. Decisions taken and why",
+    "## 4. Status",
+    "## 5. Other context",
+]
+
+
+def mixed_history() -> list[BaseMessage]:
+    task = DependentTask(steps=4, payload_chars=1200)
+    history = play(task, rounds=4)
+    long_rules = (
+        "Refactor the billing service. You must never change the public API. "
+        "Keep the tests green at all times. " + "Background detail. " * 30
+    )
+    return [HumanMessage(long_rules, id="rules"), *history[1:]]
+
+
+def cjk_history() -> list[BaseMessage]:
+    msgs: list[BaseMessage] = [HumanMessage("任务：必须保留原始任务，不要删除日志。" * 40, id="h")]
+    for k in range(1, 6):
+        call = {"name": "read_log", "args": {"n": k}, "id": f"c{k}", "type": "tool_call"}
+        msgs.append(AIMessage("", tool_calls=[call], id=f"a{k}"))
+        body = "\n".join(f"日志第{i}行：模块加载完成，耗时很长很长很长" for i in range(30))
+        msgs.append(ToolMessage(f"{body}\n结果：第{k}步完成", tool_call_id=f"c{k}", id=f"t{k}"))
+    return msgs
+
+
+# --------------------------------------------------------------------------- extractive
+
+
+@pytest.mark.parametrize("history", [mixed_history(), cjk_history()], ids=["ascii", "cjk"])
+def test_extractive_has_the_five_sections_in_order(history: list[BaseMessage]) -> None:
+    text = ExtractiveSummarizer().summarize(history, max_tokens=2000)
+    positions = [text.find(s) for s in SECTIONS]
+    assert all(p >= 0 for p in positions), positions
+    assert positions == sorted(positions)
+    assert isinstance(ExtractiveSummarizer(), Summarizer)
+
+
+def test_extractive_keeps_constraints_calls_and_outcome_lines() -> None:
+    history = mixed_history()
+    text = ExtractiveSummarizer().summarize(history, max_tokens=2000)
+    goal = text.split(SECTIONS[1])[0]
+    assert "constraint: You must never change the public API." in goal
+    task = DependentTask(steps=4, payload_chars=1200)
+    for k, v in enumerate(task.expected_values(), 1):
+        assert f"RESULT step={k} value={v}" in text
+        assert f'"step": {k}' in text  # each call with its arguments
+    assert "done: 4 tool call(s) returned" in text
+
+
+async def test_extractive_is_deterministic() -> None:
+    history = mixed_history()
+    one = ExtractiveSummarizer().summarize(history, max_tokens=500)
+    two = ExtractiveSummarizer().summarize([m.model_copy() for m in history], max_tokens=500)
+    three = await ExtractiveSummarizer().asummarize(history, max_tokens=500)
+    assert one == two == three
+
+
+_CJK_BOUND_BUG = pytest.mark.xfail(
+    strict=True,
+    reason="package bug: summarizers._fit's last resort cuts text[: max_tokens * 3] (3 chars "
+    "per token), but CJK text costs ~0.72 tokens per char, so the result is up to ~2x the "
+    "bound; it also returns an unshrinkable text unchanged when it is over the bound",
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "bound"),
+    [
+        ("ascii", 40),
+        ("ascii", 150),
+        ("ascii", 300),
+        ("ascii", 600),
+        ("ascii", 2000),
+        pytest.param("cjk", 40, marks=_CJK_BOUND_BUG),
+        pytest.param("cjk", 150, marks=_CJK_BOUND_BUG),
+        pytest.param("cjk", 300, marks=_CJK_BOUND_BUG),
+        ("cjk", 600),
+        ("cjk", 2000),
+    ],
+)
+def test_extractive_respects_its_bound(name: str, bound: int) -> None:
+    history = mixed_history() if name == "ascii" else cjk_history()
+    text = ExtractiveSummarizer().summarize(history, max_tokens=bound)
+    assert text
+    assert approximate_tokens([HumanMessage(text)]) <= bound
+
+
+def test_extractive_says_what_it_omitted() -> None:
+    history = mixed_history() * 3
+    text = ExtractiveSummarizer().summarize(history, max_tokens=400)
+    assert "older entries omitted; archived" in text
+
+
+# --------------------------------------------------------------------------- fidelity
+
+
+def test_fidelity_supplement_lists_missing_details_with_context() -> None:
+    span: list[BaseMessage] = [
+        HumanMessage(
+            "Fix ticket QX-4821 in /srv/app/billing.py, see https://ci.example.com/run/77"
+        ),
+        AIMessage(
+            "",
+            tool_calls=[{"name": "grep", "args": {"pattern": "port 50123"}, "id": "c1"}],
+        ),
+        ToolMessage("header\nbody\nexit code 137 after 12.5 s", tool_call_id="c1", name="grep"),
+    ]
+    summary = "Working on QX-4821."
+    text = fidelity_supplement(span, summary)
+    assert text.startswith("## Supplement: details the summary left out (verbatim)")
+    lines = text.splitlines()[1:]
+    items = [ln[2:].split(": ", 1)[0] for ln in lines]
+    assert "QX-4821" not in items, "already in the summary"
+    for item in ["/srv/app/billing.py", "https://ci.example.com/run/77", "50123", "137", "12.5"]:
+        assert item in items, item
+    context = dict(ln[2:].split(": ", 1) for ln in lines)
+    assert "exit code 137" in context["137"]
+    assert "Fix ticket" in context["/srv/app/billing.py"]
+    complete = summary + " /srv/app/billing.py https://ci.example.com/run/77 50123 137 12.5"
+    assert fidelity_supplement(span, complete) == ""
+
+
+def test_fidelity_supplement_is_bounded() -> None:
+    span = [HumanMessage(" ".join(f"id-{i:05d} value {10_000 + i}" for i in range(200)))]
+    text = fidelity_supplement(span, "nothing", max_items=10)
+    assert len(text.splitlines()) == 1 + 10 + 1
+    assert "more details: ask recall_archived" in text.splitlines()[-1]
+
+
+# --------------------------------------------------------------------------- LLM summarizer
+
+
+class _Tags(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.tags: list[list[str]] = []
+
+    def on_chat_model_start(self, *args: Any, tags: list[str] | None = None, **kw: Any) -> None:
+        self.tags.append(list(tags or []))
+
+
+def test_llm_summarizer_temperature_zero_bound_and_nostream_tag() -> None:
+    fake = ScriptedChatModel(replies=[AIMessage("## 1. Goal\nship it")], temperature=0.9)
+    summarizer = LLMSummarizer(fake)
+    handler = _Tags()
+    from langchain_core.runnables import RunnableLambda
+
+    # Called inside a parent run so the callback sees the summarizer call's tags.
+    def call(_: object) -> str:
+        return summarizer.summarize(mixed_history(), max_tokens=321)
+
+    RunnableLambda(call).invoke(None, {"callbacks": [handler]})
+    assert fake.log.temperatures == [0]
+    assert fake.log.max_tokens == [321]
+    assert fake.temperature == 0.9, "the user's model is not changed"
+    assert any("nostream" in t and SUMMARIZER_TAG in t for t in handler.tags)
+
+
+def test_llm_summarizer_works_with_models_without_those_fields() -> None:
+    fake = FakeMessagesListChatModel(responses=[AIMessage("summary text")])
+    assert LLMSummarizer(fake).summarize([HumanMessage("hi")], max_tokens=100) == "summary text"
+
+
+def test_llm_summarizer_default_request_is_instructions_plus_transcript() -> None:
+    fake = ScriptedChatModel(replies=[AIMessage("ok summary")])
+    history = mixed_history()
+    LLMSummarizer(fake).summarize(history, max_tokens=200)
+    (sent,) = fake.log.inputs
+    assert [type(m) for m in sent] == [SystemMessage, HumanMessage]
+    assert sent[0].content == DEFAULT_SUMMARY_PROMPT.replace("{max_tokens}", "200")
+    assert "<conversation>" in sent[1].text and "run_step" in sent[1].text
+
+
+def test_llm_summarizer_fork_mode_reuses_the_prefix_and_asks_last() -> None:
+    fake = ScriptedChatModel(replies=[AIMessage("forked summary")])
+    tools = DependentTask(steps=2).tools()
+    history = mixed_history()
+    summarizer = LLMSummarizer(fake, fork=True, tools=tools, system_prompt="You are the agent.")
+    assert summarizer.summarize(history, max_tokens=300) == "forked summary"
+    (sent,) = fake.log.inputs
+    assert isinstance(sent[0], SystemMessage) and sent[0].content == "You are the agent."
+    assert sent[1:-1] == history, "the agent's history verbatim, as the cached prefix"
+    assert isinstance(sent[-1], HumanMessage)
+    assert "Summarize the conversation above now" in sent[-1].text
+    assert "## 1. Goal and hard constraints" in sent[-1].text
+    assert [[t.name for t in ts] for ts in fake.log.bound_tools] == [["run_step"]]
+
+
+@pytest.mark.parametrize(
+    ("reply", "match"),
+    [
+        (AIMessage("", tool_calls=[{"name": "run_step", "args": {}, "id": "x"}]), "tool call"),
+        (AIMessage("   "), "empty text"),
+        (AIMessage("word " * 2000), "over its bound"),
+    ],
+)
+async def test_llm_summarizer_refuses_bad_replies(reply: AIMessage, match: str) -> None:
+    summarizer = LLMSummarizer(GenericFakeChatModel(messages=iter([reply, reply])))
+    with pytest.raises(SummarizerError, match=match):
+        summarizer.summarize([HumanMessage("hi")], max_tokens=100)
+    with pytest.raises(SummarizerError, match=match):
+        await summarizer.asummarize([HumanMessage("hi")], max_tokens=100)
