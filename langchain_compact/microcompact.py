@@ -153,7 +153,7 @@ def clear_tool_results(
     ]
     protected = set(tool_positions[-keep:]) if keep > 0 else set()
     anchor = _usage_anchor(messages)
-    plan: list[tuple[int, str, str, int]] = []  # index, text, placeholder, tokens freed
+    plan: list[tuple[int, int, str, int]] = []  # index, original chars, placeholder, freed
     for i in tool_positions:
         msg = messages[i]
         if i in protected or kind_of(msg) == KIND_CLEARED:
@@ -172,11 +172,11 @@ def clear_tool_results(
         )
         saved = tokens - _tokens(new_text, counter)
         if saved > 0:  # a placeholder longer than the result would only grow the context
-            plan.append((i, text, new_text, saved))
+            plan.append((i, chars, new_text, saved))
     if not plan or sum(saved for *_, saved in plan) < clear_at_least:
         return list(messages)
     out = list(messages)
-    for i, _text, new_text, saved in plan:
+    for i, chars, new_text, saved in plan:
         msg = messages[i]
         out[i] = with_meta(
             msg.model_copy(update={"content": new_text, "artifact": None}),
