@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from langchain_compact._meta import (
     KIND_CLEARED,
@@ -302,7 +303,9 @@ class _SummarizeOp:
     timeout: float | None
 
     def run(self) -> _Outcome:
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        # ContextThreadPoolExecutor copies contextvars, so the summarizer's model call keeps
+        # the graph's callbacks, tracing and tags.
+        pool = ContextThreadPoolExecutor(max_workers=1)
         try:
             future = pool.submit(
                 self.summarizer.summarize, self.messages, max_tokens=self.max_tokens
@@ -441,7 +444,7 @@ def _steps(
     bound = _summary_bound(config)
     text, used, errors = yield from _summarize_steps(summarizer, span, config, bound)
     supplement = fidelity_supplement(span, text, max_tokens=max(200, bound // 2))
-    archived = f", archived as {ref}" if ref else ""
+    archived = f", archived as {ref} (recall_archived returns the originals)" if ref else ""
     body = SUMMARY_HEADER.format(index=index, count=len(span), archived=archived) + text
     if supplement:
         body += "\n\n" + supplement

@@ -295,23 +295,13 @@ class ExtractiveSummarizer:
             status.append("last assistant message: " + (last_ai or "unknown"))
             status.append("next step: unknown (continue from the facts above and the pinned task)")
         if cleared:
-            carried.append(
-                f"{len(cleared)} tool results were cleared before this compaction; "
-                "recall_archived(tool_call_id=...) returns any of them"
-            )
+            carried.append(f"{len(cleared)} tool results had been cleared before this compaction")
         sections: list[tuple[str, list[str]]] = [
             ("1. Goal and hard constraints", goal or ["unknown (no user message in this span)"]),
             ("2. Confirmed facts and data", facts or ["none recorded"]),
             ("3. Decisions taken and why", actions or ["none recorded"]),
             ("4. Status", status),
-            (
-                "5. Other context",
-                list(
-                    dict.fromkeys(
-                        [*carried, "originals are archived; recall_archived fetches them"]
-                    )
-                ),
-            ),
+            ("5. Other context", carried or ["none recorded"]),
         ]
         sections = [(title, list(dict.fromkeys(items))) for title, items in sections]
         return _fit(sections, max_tokens)
@@ -339,6 +329,13 @@ def _summary_bullets(text: str) -> dict[str, list[str]]:
     return out
 
 
+def _cut_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` (measured, CJK-aware)."""
+    while text and (tokens := approximate_tokens([HumanMessage(text)])) > max_tokens:
+        text = text[: int(len(text) * max_tokens / tokens * 0.95)]
+    return text
+
+
 def _fit(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
     """Render, dropping the oldest entries (after the first) of the longest section until
     the text fits ``max_tokens``; each section says how many entries it omitted."""
@@ -357,7 +354,7 @@ def _fit(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
     while approximate_tokens([HumanMessage(text)]) > max_tokens:
         shrinkable = [(t, items) for t, items in sections if len(items) > 1]
         if not shrinkable:
-            return text[: max_tokens * 3]
+            return _cut_to_tokens(text, max_tokens)
         title, items = max(shrinkable, key=lambda s: sum(len(i) for i in s[1]))
         del items[1]
         dropped[title] += 1

@@ -189,12 +189,6 @@ def test_nothing_to_compact_returns_the_input() -> None:
     assert result.reason == "nothing to compact"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="package bug: with archive=None nothing is archived, yet ExtractiveSummarizer's "
-    "section 5 always says 'originals are archived; recall_archived fetches them' (the "
-    "micro-compaction placeholder already says 'It was not archived' in that case)",
-)
 def test_without_an_archive_the_summary_promises_no_recall() -> None:
     result = compact_history(sample_history(), config=CompactionConfig(keep_last_n=2))
     assert result.summary is not None and result.archive_ref is None

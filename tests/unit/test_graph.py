@@ -600,15 +600,7 @@ class _Starts(BaseCallbackHandler):
 @pytest.mark.parametrize(
     "mode",
     [
-        pytest.param(
-            "sync",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="package bug: compaction._SummarizeOp.run submits the summarizer to a "
-                "ThreadPoolExecutor without copying contextvars, so in sync runs the "
-                "summarizer's model call loses the graph's callbacks (no tracing, tags unseen)",
-            ),
-        ),
+        "sync",
         "async",
     ],
 )

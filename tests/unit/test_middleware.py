@@ -29,13 +29,15 @@ from langchain_compact.middleware import CompactionMiddleware
 from langchain_compact.summarizers import LLMSummarizer
 
 WINDOW = 5000  # the 14-step demo task needs 3 compactions in this window (graph: the same)
+# run_step results are never cleared, so full compaction (not micro-compaction) does the work.
+FULL = {"micro_exclude_tools": ("run_step",)}
 RUN: dict[str, Any] = {"recursion_limit": 200}
 
 
 def agent_for(
     task: DependentTask, policy: ContextReadingPolicy | None = None, **kwargs: Any
 ) -> Any:
-    config = kwargs.pop("config", CompactionConfig(context_window=WINDOW))
+    config = kwargs.pop("config", CompactionConfig(context_window=WINDOW, **FULL))
     middleware = CompactionMiddleware(config=config, tools=task.tools(), **kwargs)
     checkpointer = InMemorySaver() if "archive" in kwargs else None
     return create_agent(
@@ -103,7 +105,7 @@ def test_same_compactions_and_final_history_as_the_graph_version() -> None:
     graph = create_compacting_agent(
         ContextReadingPolicy(),
         task.tools(),
-        config=CompactionConfig(context_window=WINDOW),
+        config=CompactionConfig(context_window=WINDOW, **FULL),
         recall_tool=False,
     )
     graph_state, graph_events = run(graph, task)
@@ -132,7 +134,7 @@ async def test_ainvoke_gives_the_same_final_messages_as_invoke(
 
 def test_max_compactions_reached_ends_with_the_stop_message() -> None:
     task = DependentTask(steps=14)
-    config = CompactionConfig(context_window=WINDOW, max_compactions=1)
+    config = CompactionConfig(context_window=WINDOW, max_compactions=1, **FULL)
     state, events = run(agent_for(task, config=config), task)
 
     assert len(full_compactions(events)) == 1
@@ -246,7 +248,13 @@ def peer_run(middleware_for: Any) -> tuple[dict[str, Any], ScriptedCaller, Count
 def test_kept_tail_over_the_trigger_stops_after_at_most_one_compaction() -> None:
     state, caller, summary_model = peer_run(
         lambda m: CompactionMiddleware(
-            config=CompactionConfig(context_window=2000, keep_last_n=4),
+            # fetch results can be neither cleared nor cut: the kept tail stays too large
+            config=CompactionConfig(
+                context_window=2000,
+                keep_last_n=4,
+                micro_exclude_tools=("fetch",),
+                large_tool_result_chars=None,
+            ),
             summarizer=LLMSummarizer(m),
         )
     )
@@ -293,7 +301,8 @@ def test_cleared_and_truncated_originals_are_recoverable_from_the_archive(
     )
     archive = JsonlArchive(tmp_path)
     inputs: list[list[BaseMessage]] = []
-    agent = agent_for(task, ContextReadingPolicy(recorder=inputs), archive=archive)
+    config = CompactionConfig(context_window=WINDOW)  # micro-compaction clears run_step too
+    agent = agent_for(task, ContextReadingPolicy(recorder=inputs), archive=archive, config=config)
     state, events = run(agent, task, {"configurable": {"thread_id": "thread-a"}})
     assert task.check(state["messages"][-1].text).ok
 

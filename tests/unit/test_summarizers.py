@@ -83,14 +83,6 @@ async def test_extractive_is_deterministic() -> None:
     assert one == two == three
 
 
-_CJK_BOUND_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="package bug: summarizers._fit's last resort cuts text[: max_tokens * 3] (3 chars "
-    "per token), but CJK text costs ~0.72 tokens per char, so the result is up to ~2x the "
-    "bound; it also returns an unshrinkable text unchanged when it is over the bound",
-)
-
-
 @pytest.mark.parametrize(
     ("name", "bound"),
     [
@@ -99,9 +91,9 @@ _CJK_BOUND_BUG = pytest.mark.xfail(
         ("ascii", 300),
         ("ascii", 600),
         ("ascii", 2000),
-        pytest.param("cjk", 40, marks=_CJK_BOUND_BUG),
-        pytest.param("cjk", 150, marks=_CJK_BOUND_BUG),
-        pytest.param("cjk", 300, marks=_CJK_BOUND_BUG),
+        ("cjk", 40),
+        ("cjk", 150),
+        ("cjk", 300),
         ("cjk", 600),
         ("cjk", 2000),
     ],
