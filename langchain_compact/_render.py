@@ -8,8 +8,6 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langchain_compact.microcompact import tool_result_text
-
 _ROLE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 
 #: Numbers (3+ digits or decimals), ids like QX-4821 / a1b2c3d4, paths and URLs.
@@ -18,9 +16,34 @@ _SALIENT_RE = re.compile(
     r"|(?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]+)+"  # absolute / relative paths with a slash
     r"|\b[\w\-]+\.(?:py|js|ts|rs|go|c|h|cc|cpp|java|json|yaml|yml|toml|md|txt|csv|sql|sh)\b"
     r"|\b[A-Z][A-Z0-9]*-\d+[A-Z0-9\-]*\b"  # ticket-like ids
+    r"|[\u4e00-\u9fff]{1,8}-\d+"  # ids with a CJK prefix
     r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # hashes
     r"|\b\d+(?:[.,]\d+)+\b|\b\d{3,}\b"  # numbers
 )
+
+
+def tool_result_text(message: BaseMessage) -> str:
+    """The text of a message's content (text blocks joined; other blocks skipped)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "\n".join(parts)
+
+
+#: Identifiers worth keeping from the middle of a long output: ticket-like ids and URLs.
+_KEY_RE = re.compile(r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://")
+
+
+def key_lines(text: str, *, limit: int = 5, width: int = 200) -> list[str]:
+    """Lines of ``text`` that carry ticket-like identifiers or URLs (at most ``limit``)."""
+    found = [ln.strip()[:width] for ln in text.splitlines() if _KEY_RE.search(ln)]
+    return found[:limit]
 
 
 def render_call(name: str, args: object) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of, with_meta
+from langchain_compact._render import key_lines, tool_result_text
 from langchain_compact.config import DEFAULT_MICRO_KEEP, DEFAULT_MICRO_MIN_CHARS, CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.tokens import (
@@ -69,20 +70,6 @@ UNARCHIVED_NOTICE = (
     "they were not archived ({tool_call_id}).]\n"
 )
 """Notice used when no archive keeps the original (``archived=False``)."""
-
-
-def tool_result_text(message: BaseMessage) -> str:
-    """The text of a message's content (text blocks joined; other blocks skipped)."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "\n".join(parts)
 
 
 def _usage_anchor(messages: Sequence[BaseMessage]) -> str | None:
@@ -238,6 +225,9 @@ def truncate_large_tool_results(
         middle = template.format(
             omitted=len(text) - len(head) - len(tail), name=name, chars=len(text), tool_call_id=ref
         )
+        keys = key_lines(text[len(head) : len(text) - len(tail)])
+        if keys:  # identifiers in the omitted part stay visible
+            middle += "[key lines from the omitted part]\n" + "\n".join(keys) + "\n"
         new_text = head + middle + tail
         if digest is not None:
             new_text += "\n[digest of the full result]\n" + digest(text)

@@ -17,7 +17,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 
 from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
-from langchain_compact._render import context_of, render_call, render_transcript, salient_items
+from langchain_compact._render import (
+    context_of,
+    key_lines,
+    render_call,
+    render_transcript,
+    salient_items,
+)
 from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
 from langchain_compact.errors import SummarizerError
 from langchain_compact.microcompact import tool_result_text
@@ -278,7 +284,8 @@ class ExtractiveSummarizer:
                     cleared.append(msg.tool_call_id)
                     continue
                 flag = " (error)" if msg.status == "error" else ""
-                body = " | ".join(_clip(ln, 240) for ln in _observation_lines(text))
+                shown = dict.fromkeys([*_observation_lines(text), *key_lines(text, limit=3)])
+                body = " | ".join(_clip(ln, 240) for ln in shown)
                 facts.append(f"{msg.name or 'tool'}{flag} [{msg.tool_call_id}]: {body}")
             elif not isinstance(msg, SystemMessage) and text.strip():
                 facts.append(f"{msg.type}: {_clip(text, 300)}")
@@ -380,19 +387,22 @@ def fidelity_supplement(
         >>> fidelity_supplement([HumanMessage("ticket QX-4821 in /srv/app.py")], "a ticket")
         '...QX-4821: ticket QX-4821 in /srv/app.py...'
     """
-    sources: list[str] = []
+    primary: list[str] = []  # what people and the assistant said: checked first
+    secondary: list[str] = []  # outcome lines of tool results
     for msg in span:
         text = tool_result_text(msg)
         if kind_of(msg) == KIND_CLEARED:  # a placeholder; the original is archived
             continue
-        if kind_of(msg) == KIND_SUMMARY:
-            sources.append(text)
-        elif isinstance(msg, ToolMessage) or len(text) > _OBSERVATION_CHARS:
-            sources.append("\n".join(ln for ln in _observation_lines(text) if ln != "..."))
+        if isinstance(msg, ToolMessage) or (
+            len(text) > _OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
+        ):
+            outcome = [ln for ln in _observation_lines(text) if ln != "..."]
+            secondary.append("\n".join([*key_lines(text), *outcome]))
         else:
-            sources.append(text)
+            primary.append(text)
         if isinstance(msg, AIMessage):
-            sources.extend(render_call(c["name"], c["args"]) for c in msg.tool_calls)
+            primary.extend(render_call(c["name"], c["args"]) for c in msg.tool_calls)
+    sources = primary + secondary
     missing: dict[str, str] = {}  # item -> its context, in order of appearance
     for source in sources:
         for item in salient_items(source):
