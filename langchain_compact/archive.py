@@ -139,7 +139,8 @@ class JsonlArchive(_u.ArchiveBase):
         if create:
             try:
                 if not self.directory.exists():
-                    self.directory.mkdir(parents=True, mode=0o700)
+                    # exist_ok: concurrent writers may race to create the folder.
+                    self.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
                     os.chmod(self.directory, 0o700)
                 path.mkdir(mode=0o700, exist_ok=True)
                 os.chmod(path, 0o700)

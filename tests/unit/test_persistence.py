@@ -62,7 +62,7 @@ from langchain_compact._meta import (
     get_meta,
     kind_of,
 )
-from langchain_compact.archive import ArchiveError, JsonlArchive, StoreArchive, make_recall_tool
+from langchain_compact.archive import JsonlArchive, StoreArchive, make_recall_tool
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
 from langchain_compact.graph import CompactionNodes, CompactionState, add_compaction
 from langchain_compact.redaction import redact_secrets
@@ -627,8 +627,6 @@ async def test_fifty_concurrent_threads_share_one_graph_and_archive_without_cros
         for i in range(THREADS)
     }
     assert len({t.code for t in tasks.values()}) > THREADS // 2  # the tasks differ
-    # The folder exists first: fifty writers creating it at once race (see the xfail below).
-    (tmp_path / "memory").mkdir(mode=0o700)
     archive: Any = (
         JsonlArchive(tmp_path / "memory") if kind == "jsonl" else StoreArchive(InMemoryStore())
     )
@@ -684,15 +682,6 @@ async def test_fifty_concurrent_threads_share_one_graph_and_archive_without_cros
             assert len(owners) == 1, f"{folder.name} mixes threads: {owners}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ArchiveError,
-    reason="package bug: JsonlArchive._folder checks directory.exists() and then calls "
-    "mkdir(parents=True) without exist_ok, so a writer that loses the race to create the "
-    "archive folder fails with FileExistsError -> ArchiveError (seen with 50 concurrent "
-    "threads on a fresh folder); fix: self.directory.mkdir(parents=True, mode=0o700, "
-    "exist_ok=True)",
-)
 def test_a_writer_racing_another_to_create_the_archive_folder_succeeds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
