@@ -7,8 +7,6 @@ outcomes, so the sync and async twins differ only in how they perform the I/O.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import hashlib
 import json
 import logging
@@ -17,20 +15,24 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from langchain_compact._meta import (
-    KIND_CLEARED,
     KIND_PINNED_TASK,
     KIND_STOP,
     KIND_SUMMARY,
-    KIND_TRUNCATED,
     get_meta,
     kind_of,
     with_meta,
 )
+from langchain_compact._ops import (
+    _archive_step,
+    _Op,
+    _Outcome,
+    _summarize_steps,
+    _summary_bound,
+)
 from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
-from langchain_compact.errors import CompactionError, ConfigError, SummarizerError
+from langchain_compact.errors import ConfigError
 from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
 from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, fidelity_supplement
@@ -251,156 +253,7 @@ def _plan(messages: Sequence[BaseMessage], config: CompactionConfig) -> _Plan | 
     return _Plan(head=head, span=span, tail=list(messages[cut:]))
 
 
-# --------------------------------------------------------------------------- I/O ops
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    value: Any = None
-    error: BaseException | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _ArchiveOp:
-    archive: TranscriptArchive
-    messages: list[BaseMessage]
-    thread_id: str
-    reason: str
-    metadata: dict[str, Any]
-
-    def run(self) -> _Outcome:
-        try:
-            return _Outcome(
-                self.archive.write(
-                    self.messages,
-                    thread_id=self.thread_id,
-                    reason=self.reason,
-                    metadata=self.metadata,
-                )
-            )
-        except Exception as exc:
-            return _Outcome(error=exc)
-
-    async def arun(self) -> _Outcome:
-        try:
-            return _Outcome(
-                await self.archive.awrite(
-                    self.messages,
-                    thread_id=self.thread_id,
-                    reason=self.reason,
-                    metadata=self.metadata,
-                )
-            )
-        except Exception as exc:
-            return _Outcome(error=exc)
-
-
-@dataclass(frozen=True, slots=True)
-class _SummarizeOp:
-    summarizer: Summarizer
-    messages: list[BaseMessage]
-    max_tokens: int
-    timeout: float | None
-
-    def run(self) -> _Outcome:
-        # ContextThreadPoolExecutor copies contextvars, so the summarizer's model call keeps
-        # the graph's callbacks, tracing and tags.
-        pool = ContextThreadPoolExecutor(max_workers=1)
-        try:
-            future = pool.submit(
-                self.summarizer.summarize, self.messages, max_tokens=self.max_tokens
-            )
-            return _Outcome(future.result(timeout=self.timeout))
-        except concurrent.futures.TimeoutError:
-            return _Outcome(
-                error=SummarizerError(f"the summarizer timed out after {self.timeout} s")
-            )
-        except Exception as exc:
-            return _Outcome(error=exc)
-        finally:
-            pool.shutdown(wait=False)
-
-    async def arun(self) -> _Outcome:
-        try:
-            call = self.summarizer.asummarize(self.messages, max_tokens=self.max_tokens)
-            return _Outcome(await asyncio.wait_for(call, timeout=self.timeout))
-        except asyncio.TimeoutError:
-            return _Outcome(
-                error=SummarizerError(f"the summarizer timed out after {self.timeout} s")
-            )
-        except Exception as exc:
-            return _Outcome(error=exc)
-
-
-_Op = _ArchiveOp | _SummarizeOp
 _Steps = Generator[_Op, _Outcome, CompactionResult]
-
-
-def _check_summary(text: Any, max_tokens: int) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise SummarizerError("the summarizer returned no text")
-    tokens = approximate_tokens([HumanMessage(text)])
-    if tokens > max_tokens * 1.25 + 20:
-        raise SummarizerError(f"the summary is over its bound (~{tokens} > {max_tokens} tokens)")
-    return text.strip()
-
-
-def _summary_bound(config: CompactionConfig) -> int:
-    """One summary's token bound: ``summary_max_tokens``, capped by the summary budget."""
-    if config.context_window is None:
-        return config.summary_max_tokens
-    budget = int(config.summary_budget_ratio * config.context_window)
-    return max(64, min(config.summary_max_tokens, budget))
-
-
-def _summarize_steps(
-    summarizer: Summarizer, messages: list[BaseMessage], config: CompactionConfig, bound: int
-) -> Generator[_Op, _Outcome, tuple[str, str, list[str]]]:
-    """Primary summarizer with retries, then the extractive fallback; never loses anything."""
-    errors: list[str] = []
-    chain: list[tuple[Summarizer, int]] = [(summarizer, config.summarizer_retries + 1)]
-    if not isinstance(summarizer, ExtractiveSummarizer):
-        chain.append((ExtractiveSummarizer(), 1))
-    for candidate, attempts in chain:
-        for _ in range(attempts):
-            outcome = yield _SummarizeOp(candidate, messages, bound, config.summarizer_timeout)
-            try:
-                if outcome.error is not None:
-                    raise outcome.error
-                text = _check_summary(outcome.value, bound)
-            except Exception as exc:
-                errors.append(f"{type(candidate).__name__}: {type(exc).__name__}: {exc}")
-                logger.warning("summarizer failed (%s); %s", errors[-1], "retrying or falling back")
-                continue
-            name = type(candidate).__name__
-            return text, (name if candidate is summarizer else f"fallback:{name}"), errors
-    raise SummarizerError(
-        "every summarizer failed, so nothing was compacted and nothing was lost: "
-        + "; ".join(errors)
-    )
-
-
-def _archive_step(
-    archive: TranscriptArchive | None,
-    messages: list[BaseMessage],
-    thread_id: str,
-    reason: str,
-    metadata: dict[str, Any],
-) -> Generator[_Op, _Outcome, str | None]:
-    todo = [
-        m
-        for m in messages
-        if not (kind_of(m) in (KIND_CLEARED, KIND_TRUNCATED) and get_meta(m).get("archive_ref"))
-    ]
-    if archive is None or not todo:
-        return None
-    outcome = yield _ArchiveOp(archive, todo, thread_id, reason, metadata)
-    if outcome.error is not None:
-        raise CompactionError(
-            f"archiving the compacted messages failed ({outcome.error}); nothing was changed. "
-            "Fix the archive (path, permissions, store connection) and retry."
-        ) from outcome.error
-    return str(outcome.value)
 
 
 def _digest(messages: Sequence[BaseMessage]) -> str:

@@ -24,7 +24,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-import langchain_compact.compaction as compaction_module
+import langchain_compact._ops as ops_module
 from langchain_compact import CompactionConfig, SummarizerError, validate_history
 from langchain_compact._meta import KIND_PINNED_TASK, KIND_SUMMARY, get_meta, kind_of
 from langchain_compact.compaction import (
@@ -375,7 +375,7 @@ async def test_extractive_failing_raises_and_changes_nothing(mode: str) -> None:
 async def test_primary_and_fallback_failing_raise(
     mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(compaction_module, "ExtractiveSummarizer", RaisingExtractive)
+    monkeypatch.setattr(ops_module, "ExtractiveSummarizer", RaisingExtractive)  # the fallback
     RaisingExtractive.calls = 0
     primary = FailingSummarizer("exception")
     history = sample_history()
