@@ -254,6 +254,49 @@ def _plan(messages: Sequence[BaseMessage], config: CompactionConfig) -> _Plan | 
 
 
 _Steps = Generator[_Op, _Outcome, CompactionResult]
+_HEADER_TOKENS = 80  # the summary header and message framing
+
+
+def _slim_tail(
+    tail: list[BaseMessage],
+    config: CompactionConfig,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    counter: TokenCounter,
+) -> Generator[_Op, _Outcome, list[BaseMessage]]:
+    """Clear the kept tail's older tool results (keeping the newest) and cut long user
+    observations, archiving the originals first: a tail of big results must not leave the
+    compacted history over the trigger."""
+    archived = archive is not None
+    slim = clear_tool_results(
+        tail,
+        keep=1,
+        min_chars=config.micro_min_chars,
+        exclude_tools=config.micro_exclude_tools,
+        archived=archived,
+        counter=counter,
+    )
+    # Agents without native tool calls (SWE-agent's text commands) get their observations
+    # as user messages: cut those to head + tail as well.
+    slim = truncate_large_tool_results(
+        slim,
+        max_chars=config.large_tool_result_chars or DEFAULT_LARGE_TOOL_RESULT_CHARS,
+        keep_chars=config.large_tool_result_keep_chars,
+        archived=archived,
+        include_human=True,
+        counter=counter,
+    )
+    changed = [a for a, b in zip(tail, slim, strict=True) if a is not b]
+    todo = [m for m in changed if not get_meta(m).get("archive_ref")]
+    if config.redactor is not None and todo:
+        from langchain_compact.redaction import redact_messages
+
+        todo = redact_messages(todo, config.redactor)
+    ref = yield from _archive_step(archive, todo, thread_id, "compaction-tail", {})
+    return [
+        with_meta(b, archive_ref=ref) if a is not b and ref else b
+        for a, b in zip(tail, slim, strict=True)
+    ]
 
 
 def _digest(messages: Sequence[BaseMessage]) -> str:
@@ -294,9 +337,27 @@ def _steps(
     info = compaction_info(messages)
     index = info.count + 1
     ref = yield from _archive_step(archive, span, thread_id, "compaction", {"index": index})
+    extra = approximate_tokens([], tools=tools) if tools else 0
+    trigger = config.trigger_tokens
+    tail = plan.tail
+
+    def room(kept: list[BaseMessage]) -> int | None:
+        """Tokens left under the trigger for the new summary, beside what is kept."""
+        if trigger is None:
+            return None
+        return trigger - counter([*plan.head, *kept]) - extra - _HEADER_TOKENS
+
     bound = _summary_bound(config)
+    left = room(tail)
+    if left is not None and left < bound // 2:
+        # The kept messages leave little room: slim the tail before summarising.
+        tail = yield from _slim_tail(tail, config, archive, thread_id, counter)
+        left = room(tail)
+    if left is not None:  # the summary gets what is left, so the result fits
+        bound = max(64, min(bound, int(left * 0.7)))
     text, used, errors = yield from _summarize_steps(summarizer, span, config, bound)
-    supplement = fidelity_supplement(span, text, max_tokens=max(200, bound // 2))
+    spare = bound // 2 if left is None else max(32, min(bound // 2, left - bound))
+    supplement = fidelity_supplement(span, text, max_tokens=spare)
     archived = f", archived as {ref} (recall_archived returns the originals)" if ref else ""
     body = SUMMARY_HEADER.format(index=index, count=len(span), archived=archived) + text
     if supplement:
@@ -331,42 +392,8 @@ def _steps(
         head = [m for m in head if kind_of(m) != KIND_SUMMARY]
         head.insert(min(first, len(head)), merged_msg)
         merged = len(earlier)
-    tail = plan.tail
-    extra = approximate_tokens([], tools=tools) if tools else 0
-    trigger = config.trigger_tokens
     if trigger is not None and counter([*head, HumanMessage(body), *tail]) + extra >= trigger:
-        # The kept tail is too large (big tool results): clear its older results too, keeping
-        # the newest one, rather than leave a history that is still over the trigger.
-        slim = clear_tool_results(
-            tail,
-            keep=1,
-            min_chars=config.micro_min_chars,
-            exclude_tools=config.micro_exclude_tools,
-            archived=archive is not None,
-            counter=counter,
-        )
-        if counter([*head, HumanMessage(body), *slim]) + extra >= trigger:
-            # Still over: long observations sent as user messages (agents without native
-            # tool calls) are cut to head + tail as well.
-            slim = truncate_large_tool_results(
-                slim,
-                max_chars=config.large_tool_result_chars or DEFAULT_LARGE_TOOL_RESULT_CHARS,
-                keep_chars=config.large_tool_result_keep_chars,
-                archived=archive is not None,
-                include_human=True,
-                counter=counter,
-            )
-        cleared = [a for a, b in zip(tail, slim, strict=True) if a is not b]
-        todo = [m for m in cleared if not get_meta(m).get("archive_ref")]
-        if config.redactor is not None and todo:
-            from langchain_compact.redaction import redact_messages
-
-            todo = redact_messages(todo, config.redactor)
-        tail_ref = yield from _archive_step(archive, todo, thread_id, "compaction-tail", {})
-        tail = [
-            with_meta(b, archive_ref=tail_ref) if a is not b and tail_ref else b
-            for a, b in zip(tail, slim, strict=True)
-        ]
+        tail = yield from _slim_tail(tail, config, archive, thread_id, counter)
     streak = info.refill_streak + 1 if info.count and info.turns_since <= 1 else 0
     meta: dict[str, Any] = {
         "index": index,
