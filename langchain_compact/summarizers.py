@@ -304,7 +304,7 @@ class ExtractiveSummarizer:
         if cleared:
             carried.append(f"{len(cleared)} tool results had been cleared before this compaction")
         sections: list[tuple[str, list[str]]] = [
-            ("1. Goal and hard constraints", goal or ["unknown (no user message in this span)"]),
+            ("1. Goal and hard constraints", goal or ["no new goal or constraint stated"]),
             ("2. Confirmed facts and data", facts or ["none recorded"]),
             ("3. Decisions taken and why", actions or ["none recorded"]),
             ("4. Status", status),
@@ -319,7 +319,10 @@ class ExtractiveSummarizer:
         return self.summarize(messages, max_tokens=max_tokens)
 
 
-_FILLER_RE = re.compile(r"unknown \(|none recorded|\(\d+ (older entries omitted|more details)")
+_FILLER_RE = re.compile(
+    r"unknown \(|none recorded|no new goal or constraint stated"
+    r"|\(\d+ (older entries omitted|more details)"
+)
 _HEADING_RE = re.compile(r"^##\s*(?:(\d)\.|(Supplement))")
 
 

@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, KIND_TRUNCATED, get_meta, kind_of
@@ -125,8 +125,11 @@ def _message_parts(message: BaseMessage) -> tuple[list[str], int]:
     if name:
         fixed += TOKENS_PER_NAME
         texts.append(name)
+    if isinstance(message, ToolMessage):
+        texts.append(message.tool_call_id)  # sent with the result, billed like text
     if isinstance(message, AIMessage):
         for call in message.tool_calls:
+            texts.append(call.get("id") or "")
             texts.append(call["name"])
             texts.append(json.dumps(call["args"], ensure_ascii=False))
             fixed += TOKENS_PER_TOOL_CALL

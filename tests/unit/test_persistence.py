@@ -600,7 +600,7 @@ async def test_process_killed_after_archive_write_resumes_from_sqlite(
 # --------------------------------------------------------------------------- 4. fifty threads
 
 THREADS = 50
-SMALL_CONFIG = CompactionConfig(context_window=1000)
+SMALL_CONFIG = CompactionConfig(context_window=1200)
 
 
 def per_thread_tools(tasks: Mapping[str, DependentTask]) -> list[BaseTool]:
@@ -623,7 +623,7 @@ async def test_fifty_concurrent_threads_share_one_graph_and_archive_without_cros
     tmp_path: Path, kind: str
 ) -> None:
     tasks = {
-        f"thread-{i:02d}": DependentTask(steps=6, payload_chars=400, seed=100 + i)
+        f"thread-{i:02d}": DependentTask(steps=8, payload_chars=400, seed=100 + i)
         for i in range(THREADS)
     }
     assert len({t.code for t in tasks.values()}) > THREADS // 2  # the tasks differ

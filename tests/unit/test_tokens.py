@@ -66,7 +66,10 @@ def text_parts_tokens(message: BaseMessage, enc: tiktoken.Encoding) -> int:
     n = enc_len(enc, message.content)
     if message.name:
         n += enc_len(enc, message.name) + PER_NAME
+    if isinstance(message, ToolMessage):
+        n += enc_len(enc, message.tool_call_id)
     for call in getattr(message, "tool_calls", None) or []:
+        n += enc_len(enc, call.get("id") or "")
         n += enc_len(enc, call["name"])
         n += enc_len(enc, json.dumps(call["args"], ensure_ascii=False))
         n += PER_TOOL_CALL
@@ -86,7 +89,7 @@ def published_count(messages: Sequence[BaseMessage], enc: tiktoken.Encoding) -> 
 def blank_like(message: BaseMessage) -> BaseMessage:
     """Same type (role), no content, no name, no tool calls."""
     if isinstance(message, ToolMessage):
-        return ToolMessage("", tool_call_id=message.tool_call_id)
+        return ToolMessage("", tool_call_id="")  # the id is counted like text
     return type(message)("")
 
 
