@@ -386,12 +386,13 @@ WHY: dict[str, Callable[[str], str]] = {
         "half."
     ),
     "stopped": lambda p: (
-        "ours ends the run instead of calling the model when a compaction leaves the context "
-        "above the trigger (0.75 x window) even though it would still fit the window "
-        "(`after_summarize`), or when the kept tail alone is above the trigger (`decide`: "
-        "a system prompt + pinned task + 4 kept messages, or one multi-thousand-token user "
-        "observation, fill a 4k window). Peers never stop: they keep calling the model, "
-        "over the window or without the task (see those columns)."
+        "ours ends the run, with a message to the user, instead of calling the model when a "
+        "compaction cannot bring the context under the trigger (0.75 x window), as the spec "
+        "asks (no loop), or when nothing is left to compact and the call would not fit the "
+        "window. In a 4k window that is mostly the SWE-agent and OpenHands transcripts, whose "
+        "system prompt plus pinned task (up to a 31k-character in-context demonstration) "
+        "already fill it. Peers never stop: they keep calling the model, over the window or "
+        "without the task (see those columns)."
     ),
     "input_tokens": lambda p: (
         f"{_name(p)} "

@@ -84,6 +84,18 @@ def salient_items(text: str) -> list[str]:
     return list(seen)
 
 
+_NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def salient_rank(item: str) -> int:
+    """0 for identifiers and URLs, 1 for paths and file names, 2 for hashes, 3 for numbers."""
+    if _KEY_RE.search(item):
+        return 0
+    if "/" in item or ("." in item and not _NUMBER_RE.fullmatch(item)):
+        return 1
+    return 3 if _NUMBER_RE.fullmatch(item) else 2
+
+
 def context_of(item: str, text: str, *, width: int = 60) -> str:
     """The line around the first occurrence of ``item`` in ``text``, clipped to ``width``."""
     pos = text.find(item)

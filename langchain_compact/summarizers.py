@@ -23,6 +23,7 @@ from langchain_compact._render import (
     render_call,
     render_transcript,
     salient_items,
+    salient_rank,
 )
 from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
 from langchain_compact.errors import SummarizerError
@@ -413,6 +414,9 @@ def fidelity_supplement(
                 missing[item] = context_of(item, source)
     if not missing:
         return ""
+    # Identifiers first (ticket ids, URLs, paths), plain numbers last: under a tight bound
+    # the supplement keeps what is hardest to recover. The sort is stable.
+    missing = dict(sorted(missing.items(), key=lambda kv: salient_rank(kv[0])))
     lines: list[str] = []
     used = 0
     for item, ctx in missing.items():
