@@ -157,6 +157,9 @@ def clear_tool_results(
         new_text = template.format(
             name=msg.name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
         )
+        keys = key_lines(text, limit=3, width=160)
+        if keys:  # identifiers (ticket ids, URLs) stay visible in the placeholder
+            new_text += "\nkey lines: " + " | ".join(keys)
         saved = tokens - _tokens(new_text, counter)
         if saved > 0:  # a placeholder longer than the result would only grow the context
             plan.append((i, chars, new_text, saved))

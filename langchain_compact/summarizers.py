@@ -281,8 +281,13 @@ class ExtractiveSummarizer:
                     actions.append(f"called {_clip(rendered, 400)}")
             elif isinstance(msg, ToolMessage):
                 answered.add(msg.tool_call_id)
-                if kind_of(msg) == KIND_CLEARED:  # a placeholder: nothing to keep but its id
+                if kind_of(msg) == KIND_CLEARED:  # a placeholder: keep its key lines and id
                     cleared.append(msg.tool_call_id)
+                    keys = key_lines(text.partition("\nkey lines: ")[2].replace(" | ", "\n"))
+                    if keys:
+                        facts.append(
+                            f"{msg.name or 'tool'} [{msg.tool_call_id}]: " + " | ".join(keys)
+                        )
                     continue
                 flag = " (error)" if msg.status == "error" else ""
                 shown = dict.fromkeys([*_observation_lines(text), *key_lines(text, limit=3)])
