@@ -13,7 +13,7 @@ from langchain_compact._meta import KIND_CLEARED, kind_of, with_meta
 from langchain_compact._transcripts import Transcript
 from langchain_compact.compaction import CompactionResult, compact_history
 from langchain_compact.config import CompactionConfig
-from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
+from langchain_compact.microcompact import micro_compact as package_micro_compact
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter
 
@@ -63,22 +63,7 @@ def micro_compact(
     messages: Sequence[BaseMessage], config: CompactionConfig, counter: TokenCounter
 ) -> MicroResult:
     """Cut oversized tool results, then clear old ones (what the graph's gate node does)."""
-    out = list(messages)
-    if config.large_tool_result_chars is not None:
-        out = truncate_large_tool_results(
-            out,
-            max_chars=config.large_tool_result_chars,
-            keep_chars=config.large_tool_result_keep_chars,
-            counter=counter,
-        )
-    out = clear_tool_results(
-        out,
-        keep=config.micro_keep,
-        min_chars=config.micro_min_chars,
-        clear_at_least=config.micro_clear_at_least,
-        exclude_tools=config.micro_exclude_tools,
-        counter=counter,
-    )
+    out = package_micro_compact(messages, config, counter=counter)
     result = MicroResult(out)
     for i, (old, new) in enumerate(zip(messages, out, strict=True)):
         if old is new or kind_of(old) == kind_of(new):
