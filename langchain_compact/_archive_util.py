@@ -23,8 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, messages_from_dict, messages_to_dict
-from pydantic import BaseModel, Field
+from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 
 from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, META_KEY
 from langchain_compact.errors import CompactionError
@@ -333,118 +332,6 @@ def hits_to_messages(
     """Turn search hits back into message objects (one ``messages_from_dict`` call)."""
     messages = messages_from_dict([dict(m) for _, _, m in found])
     return [(ref, index, m) for (ref, index, _), m in zip(found, messages, strict=True)]
-
-
-# --- the recall tool -------------------------------------------------------------------
-
-TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-RECALL_MAX_HITS = 10  # hits one recall renders (then pages through)
-_FOOTER_ROOM = 200  # characters kept free on each page for the paging line
-_LABELS = {"human": "user message", "ai": "assistant message", "system": "system message"}
-
-
-class RecallArgs(BaseModel):
-    """Arguments the model passes to the recall tool."""
-
-    query: str | None = Field(
-        default=None,
-        description="Keywords that must all appear in the archived message (case-insensitive), "
-        "e.g. a file name, an error text or an identifier: 'config.py KeyError'.",
-    )
-    tool_call_id: str | None = Field(
-        default=None,
-        description="Exact id of the tool call whose original result you want, as named in a "
-        "cleared tool result or a summary.",
-    )
-    page: int = Field(default=1, ge=1, description="Page of the output, starting at 1.")
-
-
-def _describe(message: BaseMessage) -> str:
-    if message.type == "tool":
-        name = getattr(message, "name", None) or "?"
-        return f"tool result (tool={name}, tool_call_id={getattr(message, 'tool_call_id', '?')})"
-    return _LABELS.get(message.type, f"{message.type} message")
-
-
-def _body(message: BaseMessage) -> str:
-    lines = [str(message.text)]
-    if isinstance(message, AIMessage):
-        lines += [
-            f"-> called {c['name']}({json.dumps(c['args'], ensure_ascii=False)}) "
-            f"[tool_call_id={c.get('id')}]"
-            for c in message.tool_calls
-        ]
-    return "\n".join(line for line in lines if line)
-
-
-@dataclass(frozen=True, slots=True)
-class RecallRenderer:
-    """Validates recall arguments and renders hits into bounded pages."""
-
-    name: str
-    max_chars: int
-
-    @property
-    def description(self) -> str:
-        """What the model reads about the tool."""
-        return (
-            "Get back the original text of earlier messages of this conversation that were "
-            "removed from your context to save space (old tool results replaced by a short "
-            "placeholder, or history folded into a summary). Pass `tool_call_id` to get that "
-            "exact tool result, or `query` with a few keywords that must all appear "
-            "(case-insensitive), e.g. a file name, an error message or an identifier. Output "
-            f"comes in pages of at most {self.max_chars} characters; when it says there is a "
-            "next page, call again with the same arguments and that `page`."
-        )
-
-    @staticmethod
-    def problem(query: str | None, tool_call_id: str | None) -> str | None:
-        """Text for the model when neither criterion is usable, else ``None``."""
-        if (query or "").strip() or (tool_call_id or "").strip():
-            return None
-        return "Pass `query` (keywords) or `tool_call_id` to say what to recall."
-
-    @staticmethod
-    def criteria(query: str | None, tool_call_id: str | None) -> dict[str, Any]:
-        """Keyword arguments for ``archive.search``."""
-        return {
-            "query": (query or "").strip() or None,
-            "tool_call_id": (tool_call_id or "").strip() or None,
-            "limit": RECALL_MAX_HITS,
-        }
-
-    def render(
-        self,
-        hits: Sequence[tuple[str, int, BaseMessage]],
-        criteria: Mapping[str, Any],
-        *,
-        page: int,
-    ) -> str:
-        """Page ``page`` of the rendered hits, at most ``max_chars`` long."""
-        what = " and ".join(
-            f"{key}={value!r}"[:200]
-            for key in ("query", "tool_call_id")
-            if (value := criteria.get(key)) is not None
-        )
-        if not hits:
-            return (
-                f"No archived message in this conversation matches {what}. Try fewer or other "
-                "keywords, or the exact tool_call_id named in a cleared tool result."
-            )
-        blocks = [f"{len(hits)} archived message(s) match {what}, best first:"]
-        for n, (ref, index, message) in enumerate(hits, 1):
-            blocks.append(f"[{n}] {_describe(message)} from {ref} #{index}:\n{_body(message)}")
-        text, pages = paginate("\n\n".join(blocks), page=page, size=self.max_chars - _FOOTER_ROOM)
-        if page > pages:
-            return f"There are only {pages} page(s) for these arguments; pass page=1 to {pages}."
-        if pages == 1:
-            return text
-        if page < pages:
-            return (
-                f"{text}\n\n[page {page} of {pages}: call {self.name} again with the same "
-                f"arguments and page={page + 1} for more]"
-            )
-        return f"{text}\n\n[page {page} of {pages}, the last]"
 
 
 # --- the archive base class -------------------------------------------------------------

@@ -21,6 +21,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.store.base import BaseStore, Item
 
 from langchain_compact import _archive_util as _u
+from langchain_compact import _recall
 from langchain_compact._archive_util import ArchivedMessage, ArchiveError
 from langchain_compact.errors import ConfigError
 
@@ -374,9 +375,9 @@ def make_recall_tool(
     """
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 500:
         raise ConfigError(f"max_chars must be an int >= 500, got {max_chars!r}.")
-    if not isinstance(name, str) or not _u.TOOL_NAME_RE.fullmatch(name):
-        raise ConfigError(f"name must match {_u.TOOL_NAME_RE.pattern}, got {name!r}.")
-    recall = _u.RecallRenderer(name=name, max_chars=max_chars)
+    if not isinstance(name, str) or not _recall.TOOL_NAME_RE.fullmatch(name):
+        raise ConfigError(f"name must match {_recall.TOOL_NAME_RE.pattern}, got {name!r}.")
+    recall = _recall.RecallRenderer(name=name, max_chars=max_chars)
 
     def _thread(config: RunnableConfig) -> str:  # same rule as the graph nodes' archive writes
         return str((config.get("configurable") or {}).get("thread_id") or "default")
@@ -412,6 +413,6 @@ def make_recall_tool(
         coroutine=arun,
         name=name,
         description=recall.description,
-        args_schema=_u.RecallArgs,
+        args_schema=_recall.RecallArgs,
         handle_validation_error=True,
     )
