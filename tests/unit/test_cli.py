@@ -381,3 +381,13 @@ def test_transcript_roundtrip_keeps_tool_names_out_of_openai_format(tmp_path: Pa
     back = load_transcript(path)
     assert isinstance(back[2], ToolMessage) and back[2].name == "ls"  # from its call
     assert [m.id for m in back] == ["line-1", "line-2", "line-3"]
+
+
+def test_inspect_accepts_a_run_that_ends_mid_call(capsys: pytest.CaptureFixture[str]) -> None:
+    """OpenHands ends with an unanswered `finish` call: pending, not broken."""
+    path = TRAJECTORY_DIR / "openhands__ponyc-4595__llama-4-maverick.jsonl"
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert last["role"] == "assistant" and last["tool_calls"]  # precondition
+    code, out, err = run(capsys, "inspect", path, "--window", "8000", "--json")
+    assert code == 0, err
+    assert json.loads(out)["messages"] == len(path.read_text().splitlines())
