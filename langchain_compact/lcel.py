@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, overload
@@ -39,10 +40,26 @@ __all__ = ["MessageCompactor", "compact_messages"]
 logger = logging.getLogger("langchain_compact")
 
 
+# id(message) -> (weak reference, id of its content, digest). A growing raw history passes
+# the same message objects call after call, so each is serialised and hashed once; the
+# weak reference and the content identity guard against reused ids and reassigned content.
+_DIGESTS: dict[int, tuple[weakref.ref[BaseMessage], int, bytes]] = {}
+_DIGESTS_MAX = 200_000
+_DIGESTS_LOCK = threading.Lock()
+
+
 def _message_digest(message: BaseMessage) -> bytes:
+    entry = _DIGESTS.get(id(message))
+    if entry is not None and entry[0]() is message and entry[1] == id(message.content):
+        return entry[2]
     calls = message.tool_calls if isinstance(message, AIMessage) else []
     payload = [message.type, message.content, getattr(message, "tool_call_id", None), calls]
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).digest()
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).digest()
+    with _DIGESTS_LOCK:
+        if len(_DIGESTS) >= _DIGESTS_MAX:
+            _DIGESTS.clear()
+        _DIGESTS[id(message)] = (weakref.ref(message), id(message.content), digest)
+    return digest
 
 
 def _prefix_digests(messages: Sequence[BaseMessage]) -> list[str]:
