@@ -367,7 +367,7 @@ _CHEAPER = {
     "lc_summarization": "one approximate count of the history; nothing else until the trigger",
     "lc_context_editing": "one approximate count (plus a deep copy of the history)",
     "langmem": "one approximate count per message",
-    "ours_lcel": "no state, but it hashes the whole history",
+    "ours_lcel": "a digest lookup per message to replay its memo, then the same work",
 }
 
 WHY: dict[str, Callable[[str], str]] = {
