@@ -342,8 +342,15 @@ class ArchivedMessage:
     """A message found in the archive.
 
     Example:
-        >>> hit = archive.search(thread_id="t1", tool_call_id="call_1")[0]  # doctest: +SKIP
-        >>> hit.ref, hit.index, hit.message.content  # doctest: +SKIP
+        >>> from langchain_core.messages import ToolMessage
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from langchain_compact import StoreArchive
+        >>> archive = StoreArchive(InMemoryStore())
+        >>> ref = archive.write([ToolMessage("42", tool_call_id="call_1", id="t1")],
+        ...                     thread_id="t", reason="compaction")
+        >>> hit = archive.search(thread_id="t", tool_call_id="call_1")[0]
+        >>> hit.ref == ref, hit.index, hit.message.content
+        (True, 0, '42')
     """
 
     ref: str
@@ -388,7 +395,14 @@ class ArchiveBase:
         """Return the messages archived under ``ref`` for ``thread_id``.
 
         Example:
-            >>> archive.read(archive.refs(thread_id="t")[-1], thread_id="t")  # doctest: +SKIP
+            >>> from langchain_core.messages import ToolMessage
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> from langchain_compact import StoreArchive
+            >>> archive = StoreArchive(InMemoryStore())
+            >>> ref = archive.write([ToolMessage("42", tool_call_id="call_1", id="t1")],
+            ...                     thread_id="t", reason="compaction")
+            >>> [m.content for m in archive.read(ref, thread_id="t")]
+            ['42']
         """
         return messages_from_dict([dict(m) for m in self._get(ref, thread_id).messages])
 
@@ -400,8 +414,14 @@ class ArchiveBase:
         """Every ref archived for ``thread_id``, oldest first.
 
         Example:
-            >>> archive.refs(thread_id="t")  # doctest: +SKIP
-            ['transcript_20250101T120000000000Z_0123456789abcdef']
+            >>> from langchain_core.messages import ToolMessage
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> from langchain_compact import StoreArchive
+            >>> archive = StoreArchive(InMemoryStore())
+            >>> ref = archive.write([ToolMessage("42", tool_call_id="call_1", id="t1")],
+            ...                     thread_id="t", reason="compaction")
+            >>> archive.refs(thread_id="t") == [ref], archive.refs(thread_id="other")
+            (True, [])
         """
         return [record.ref for record in reversed(list(self._load(thread_id)))]
 
@@ -423,8 +443,14 @@ class ArchiveBase:
         by micro-compaction are skipped, and a message archived twice is returned once.
 
         Example:
-            >>> archive.search(thread_id="t", query="traceback config.py", limit=3)
-            ... # doctest: +SKIP
+            >>> from langchain_core.messages import ToolMessage
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> from langchain_compact import StoreArchive
+            >>> archive = StoreArchive(InMemoryStore())
+            >>> ref = archive.write([ToolMessage("42", tool_call_id="call_1", id="t1")],
+            ...                     thread_id="t", reason="compaction")
+            >>> [h.message.content for h in archive.search(thread_id="t", query="42")]
+            ['42']
         """
         found = search_records(
             self._load(thread_id),

@@ -163,8 +163,15 @@ class JsonlArchive(_u.ArchiveBase):
         first ref and writes nothing; the first write's ``reason`` and ``metadata`` stay.
 
         Example:
-            >>> archive.write(messages, thread_id="t", reason="compaction")  # doctest: +SKIP
-            'transcript_20250101T120000000000Z_0123456789abcdef'
+            >>> import tempfile
+            >>> from langchain_core.messages import HumanMessage
+            >>> archive = JsonlArchive(tempfile.mkdtemp())
+            >>> messages = [HumanMessage("hello", id="m1")]
+            >>> ref = archive.write(messages, thread_id="t", reason="compaction")
+            >>> ref.startswith("transcript_")
+            True
+            >>> archive.write(messages, thread_id="t", reason="again") == ref  # idempotent
+            True
         """
         batch = _u.serialise(messages)
         folder = self._folder(thread_id, create=True)
@@ -298,7 +305,13 @@ class StoreArchive(_u.ArchiveBase):
         """Archive ``messages`` for ``thread_id``; same contract as :meth:`JsonlArchive.write`.
 
         Example:
-            >>> archive.write(messages, thread_id="t", reason="compaction")  # doctest: +SKIP
+            >>> from langchain_core.messages import HumanMessage
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> archive = StoreArchive(InMemoryStore())
+            >>> messages = [HumanMessage("hello", id="m1")]
+            >>> ref = archive.write(messages, thread_id="t", reason="compaction")
+            >>> archive.write(messages, thread_id="t", reason="again") == ref  # idempotent
+            True
         """
         key, value = self._prepare(messages, thread_id, reason, metadata)
         existing = self.store.get(self._ns(thread_id), key)

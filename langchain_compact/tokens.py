@@ -416,8 +416,10 @@ def provision_tiktoken_cache(cache_dir: str | os.PathLike[str] | None = None) ->
         The cache directory, or ``None`` when ``bpe-openai`` is not installed.
 
     Example:
-        >>> provision_tiktoken_cache("/tmp/tiktoken-cache")  # doctest: +SKIP
-        PosixPath('/tmp/tiktoken-cache')
+        >>> import os, tempfile
+        >>> cache = provision_tiktoken_cache(tempfile.mkdtemp())  # needs bpe-openai
+        >>> len(os.listdir(cache))  # o200k_base and cl100k_base, named as tiktoken expects
+        2
     """
     # Locate the package without importing it (its import emits a DeprecationWarning).
     import importlib.util
