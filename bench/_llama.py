@@ -180,8 +180,13 @@ class ServerAddress(Protocol):
 
 
 class LlamaCppChatOpenAI(ChatOpenAI):
-    """``ChatOpenAI`` sending ``""`` instead of ``null`` assistant content (the server's
-    request schema rejects null; see the fixture module)."""
+    """``ChatOpenAI`` plus the one request fix llama-cpp-python's server needs.
+
+    langchain-openai sends an assistant message that carries tool calls with ``"content":
+    null`` (as OpenAI documents). llama-cpp-python's request schema requires a string there and
+    answers HTTP 500, so no agent loop (model -> tools -> model) would get through. Null
+    assistant contents are sent as ``""``: identical prompt, accepted. Nothing else changes.
+    """
 
     def _get_request_payload(
         self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any

@@ -14,7 +14,7 @@
 * ``microcompaction``: tokens freed per transcript by ``clear_tool_results`` with default
   settings (keep 3, min_chars 100), measured with ``TiktokenCounter`` before and after.
 
-Run: ``python bench/counting.py`` (prints the JSON). Needs ``../shared`` beside the checkout
+Run: ``python -m bench.counting`` (prints the JSON). Needs ``../shared`` beside the checkout
 (``LC_TRAJECTORY_DIR`` / ``LC_SEEDS_DIR`` override) and tiktoken's files (provisioned from
 ``bpe-openai`` if installed). About 30 s.
 """
@@ -22,23 +22,18 @@ Run: ``python bench/counting.py`` (prints the JSON). Needs ``../shared`` beside 
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import tiktoken
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from bench.workloads import SEEDS_DIR, load_transcripts
 from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.tokens import TiktokenCounter, approximate_tokens, provision_tiktoken_cache
-
-_SHARED = Path(__file__).resolve().parents[2] / "shared"
-TRAJECTORY_DIR = Path(os.environ.get("LC_TRAJECTORY_DIR", _SHARED / "data" / "trajectories"))
-SEEDS_DIR = Path(os.environ.get("LC_SEEDS_DIR", _SHARED / "seeds"))
 
 SIZES = (50, 500, 5_000)
 TURNS = {50: 20, 500: 10, 5_000: 3}  # timed turns per size (keeps the run well under 60 s)
@@ -46,36 +41,6 @@ _ROLE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 
 # --- data -----------------------------------------------------------------------------------
-
-
-def load_transcripts() -> dict[str, list[BaseMessage]]:
-    """The shared transcripts as messages (ids ``f"{stem}-{i}"``), tool results named."""
-    out = {}
-    for path in sorted(TRAJECTORY_DIR.glob("*.jsonl")):
-        dicts = []
-        names: dict[str, str] = {}
-        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        for i, line in enumerate(lines):
-            raw = json.loads(line)
-            d: dict[str, Any] = {"role": raw["role"], "content": raw.get("content") or ""}
-            d["id"] = f"{path.stem}-{i}"
-            if raw.get("tool_calls"):
-                d["tool_calls"] = [
-                    {
-                        "id": c["id"],
-                        "name": c["function"]["name"],
-                        "args": json.loads(c["function"]["arguments"] or "{}"),
-                        "type": "tool_call",
-                    }
-                    for c in raw["tool_calls"]
-                ]
-                names.update({c["id"]: c["function"]["name"] for c in raw["tool_calls"]})
-            if raw.get("tool_call_id"):
-                d["tool_call_id"] = raw["tool_call_id"]
-                d["name"] = names.get(raw["tool_call_id"], "tool")
-            dicts.append(d)
-        out[path.stem] = convert_to_messages(dicts)
-    return out
 
 
 def _texts(message: BaseMessage) -> list[str]:

@@ -5,14 +5,13 @@ Builds one thread's archive from the shared trajectories (repeated with fresh id
 temp dir and a :class:`StoreArchive` over ``InMemoryStore``. Times 50 recalls by
 ``tool_call_id`` and 50 by keywords (median, p95), plus write cost and bytes per write.
 
-Run ``python bench/recall.py`` (prints JSON) or call :func:`run` (returns a flat dict).
+Run ``python -m bench.recall`` (prints JSON) or call :func:`run` (returns a flat dict).
 The trajectories come from ``LC_TRAJECTORY_DIR`` or ``../shared/data/trajectories``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import statistics
@@ -27,6 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.memory import InMemoryStore
 
+from bench.workloads import TRAJECTORY_DIR
 from langchain_compact import _archive_util
 from langchain_compact.archive import (
     JsonlArchive,
@@ -35,12 +35,6 @@ from langchain_compact.archive import (
     make_recall_tool,
 )
 
-TRAJECTORY_DIR = Path(
-    os.environ.get(
-        "LC_TRAJECTORY_DIR",
-        Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories",
-    )
-)
 N_MESSAGES = 10_000
 CHUNK = 50  # messages per archive write (one compaction span)
 LOOKUPS = 50

@@ -42,7 +42,7 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 # One copy of the server setup, shared with the benchmark scripts (python -m bench...).
-from bench._llama import CHAT_TEMPLATE, _free_port
+from bench._llama import CHAT_TEMPLATE, LlamaCppChatOpenAI, _free_port
 from bench._llama import MODEL_ALIAS as SERVER_MODEL_ALIAS
 from bench._llama import N_CTX as SERVER_N_CTX
 from bench._llama import _ready as _models_ready
@@ -197,25 +197,6 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
             proc.kill()
             proc.wait(timeout=15)
         log.close()
-
-
-class LlamaCppChatOpenAI(ChatOpenAI):
-    """``ChatOpenAI`` plus the one request fix llama-cpp-python's server needs.
-
-    langchain-openai sends an assistant message that carries tool calls with ``"content":
-    null`` (as OpenAI documents). llama-cpp-python's request schema requires a string there and
-    answers HTTP 500, so no agent loop (model -> tools -> model) would get through. Null
-    assistant contents are sent as ``""``: identical prompt, accepted. Nothing else changes.
-    """
-
-    def _get_request_payload(
-        self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
-        for message in payload.get("messages", []):
-            if message.get("role") == "assistant" and message.get("content") is None:
-                message["content"] = ""
-        return payload
 
 
 def build_chat_model(
