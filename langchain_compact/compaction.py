@@ -35,6 +35,7 @@ from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, Compaction
 from langchain_compact.errors import ConfigError
 from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
 from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
+from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, fidelity_supplement
 from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
 
@@ -288,10 +289,7 @@ def _slim_tail(
     )
     changed = [a for a, b in zip(tail, slim, strict=True) if a is not b]
     todo = [m for m in changed if not get_meta(m).get("archive_ref")]
-    if config.redactor is not None and todo:
-        from langchain_compact.redaction import redact_messages
-
-        todo = redact_messages(todo, config.redactor)
+    todo = maybe_redact(todo, config.redactor)
     ref = yield from _archive_step(archive, todo, thread_id, "compaction-tail", {})
     return [
         with_meta(b, archive_ref=ref) if a is not b and ref else b
@@ -330,10 +328,7 @@ def _steps(
             list(messages), None, tokens_before, tokens_before, reason="nothing to compact"
         )
     span = plan.span
-    if config.redactor is not None:
-        from langchain_compact.redaction import redact_messages
-
-        span = redact_messages(span, config.redactor)
+    span = maybe_redact(span, config.redactor)
     info = compaction_info(messages)
     index = info.count + 1
     ref = yield from _archive_step(archive, span, thread_id, "compaction", {"index": index})

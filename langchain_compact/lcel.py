@@ -28,7 +28,7 @@ from langchain_compact.compaction import CompactionResult, acompact_history, com
 from langchain_compact.config import CompactionConfig
 from langchain_compact.graph.nodes import resolve_context_window
 from langchain_compact.microcompact import micro_compact
-from langchain_compact.redaction import redact_messages
+from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -154,9 +154,7 @@ class MessageCompactor:
                 self._cleared[key] = with_meta(after, usage_anchor=None)
                 if prev is raw:  # first change of this original: archive it
                     fresh.append(raw)
-        if fresh and self.config.redactor is not None:
-            fresh = redact_messages(fresh, self.config.redactor)
-        return out, fresh
+        return out, maybe_redact(fresh, self.config.redactor)
 
     def _remember(
         self,

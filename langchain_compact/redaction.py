@@ -14,7 +14,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-__all__ = ["Redactor", "redact_messages", "redact_secrets"]
+__all__ = ["Redactor", "maybe_redact", "redact_messages", "redact_secrets"]
 
 Redactor = Callable[[str], str]
 """A function that returns its text with secrets replaced."""
@@ -118,6 +118,17 @@ def _redact_content(content: str | list[Any], redactor: Redactor) -> str | list[
                     block[key] = redactor(block[key])
         blocks.append(block)
     return blocks
+
+
+def maybe_redact(messages: Sequence[BaseMessage], redactor: Redactor | None) -> list[BaseMessage]:
+    """``messages`` redacted with ``redactor``, or unchanged when there is none (or nothing).
+
+    The one place every archive write and every summarised span goes through, so the
+    ``CompactionConfig.redactor`` setting applies everywhere alike.
+    """
+    if redactor is None or not messages:
+        return list(messages)
+    return redact_messages(messages, redactor)
 
 
 def redact_messages(

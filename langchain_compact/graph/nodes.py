@@ -29,6 +29,7 @@ from langchain_compact.compaction import (
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, ConfigError
 from langchain_compact.microcompact import micro_compact
+from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
 
@@ -156,7 +157,7 @@ class CompactionNodes:
         changed = [i for i, (a, b) in enumerate(zip(messages, out, strict=True)) if a is not b]
         # A result cut to head + tail earlier was archived whole then; don't archive the cut.
         to_archive = [messages[i] for i in changed if not get_meta(messages[i]).get("archive_ref")]
-        return self._redacted(to_archive), [out[i] for i in changed]
+        return maybe_redact(to_archive, self.config.redactor), [out[i] for i in changed]
 
     def _micro_update(self, changed: list[BaseMessage], ref: str | None) -> dict[str, Any]:
         if not changed:
@@ -179,13 +180,6 @@ class CompactionNodes:
             "micro-compaction: %d tool results cleared, ~%d tokens saved", len(changed), saved
         )
         return {self.key: changed, "transition": "micro_compacted"}
-
-    def _redacted(self, originals: list[BaseMessage]) -> list[BaseMessage]:
-        if self.config.redactor is None or not originals:
-            return originals
-        from langchain_compact.redaction import redact_messages
-
-        return redact_messages(originals, self.config.redactor)
 
     def micro(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node: clear old tool results and cut oversized ones, archiving originals first."""
