@@ -7,6 +7,7 @@ provider integrations never send to the API, which survives LangGraph checkpoint
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -40,3 +41,12 @@ def with_meta(message: BaseMessage, **fields: Any) -> BaseMessage:
     merged = {**get_meta(message), **fields}
     response_metadata[META_KEY] = merged
     return message.model_copy(update={"response_metadata": response_metadata})
+
+
+def newest_boundary(messages: Sequence[BaseMessage]) -> tuple[int, set[str]]:
+    """Index of the newest compaction summary (the boundary, ``-1`` if none) and the ids of
+    the messages that compaction kept verbatim after it."""
+    for i in range(len(messages) - 1, -1, -1):
+        if kind_of(messages[i]) == KIND_SUMMARY:
+            return i, {str(k) for k in get_meta(messages[i]).get("kept_ids") or []}
+    return -1, set()

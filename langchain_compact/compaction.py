@@ -22,6 +22,7 @@ from langchain_compact._meta import (
     KIND_SUMMARY,
     get_meta,
     kind_of,
+    newest_boundary,
     with_meta,
 )
 from langchain_compact._ops import (
@@ -117,12 +118,11 @@ class Decision:
 
 def compaction_info(messages: Sequence[BaseMessage]) -> CompactionInfo:
     """Read the compaction count, turns since the last one and the refill streak."""
-    b = last_boundary_index(messages)
+    b, kept = newest_boundary(messages)
     if b < 0:
         turns = sum(isinstance(m, AIMessage) for m in messages)
         return CompactionInfo(count=0, turns_since=turns, refill_streak=0)
     meta = get_meta(messages[b])
-    kept = {str(i) for i in meta.get("kept_ids") or []}
     turns = sum(isinstance(m, AIMessage) and m.id not in kept for m in messages[b + 1 :])
     return CompactionInfo(
         count=int(meta.get("index", 1)),

@@ -12,7 +12,13 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_compact._meta import KIND_PINNED_TASK, KIND_STOP, KIND_SUMMARY, kind_of
+from langchain_compact._meta import (
+    KIND_PINNED_TASK,
+    KIND_STOP,
+    KIND_SUMMARY,
+    kind_of,
+    newest_boundary,
+)
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.tokens import _check_message
 
@@ -193,10 +199,7 @@ def is_summary(message: BaseMessage) -> bool:
 
 def last_boundary_index(messages: Sequence[BaseMessage]) -> int:
     """Index of the newest compaction summary, or ``-1`` if the history was never compacted."""
-    for i in range(len(messages) - 1, -1, -1):
-        if is_summary(messages[i]):
-            return i
-    return -1
+    return newest_boundary(messages)[0]
 
 
 def original_task_index(messages: Sequence[BaseMessage]) -> int:

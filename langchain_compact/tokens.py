@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, KIND_TRUNCATED, get_meta, kind_of
+from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, newest_boundary
 from langchain_compact.errors import InvalidHistoryError
 
 __all__ = [
@@ -330,15 +330,6 @@ class TiktokenCounter:
         return self._tools_tokens + self.count_messages(messages)
 
 
-def _boundary(messages: Sequence[BaseMessage]) -> tuple[int, set[str]]:
-    """Index of the newest summary (boundary) and the ids it kept from before."""
-    for i in range(len(messages) - 1, -1, -1):
-        if kind_of(messages[i]) == KIND_SUMMARY:
-            kept = get_meta(messages[i]).get("kept_ids") or []
-            return i, {str(k) for k in kept}
-    return -1, set()
-
-
 def context_tokens(
     messages: Sequence[BaseMessage],
     *,
@@ -361,7 +352,7 @@ def context_tokens(
         >>> context_tokens([HumanMessage("hi"), ai])
         910
     """
-    boundary, stale_ids = _boundary(messages)
+    boundary, stale_ids = newest_boundary(messages)
     for i in range(len(messages) - 1, boundary, -1):
         msg = _check_message(messages[i], i)
         usage = getattr(msg, "usage_metadata", None) if isinstance(msg, AIMessage) else None
