@@ -15,14 +15,13 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, SummarizerError
-from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
-from langchain_compact.tokens import approximate_tokens
+from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, check_summary_text
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -111,15 +110,6 @@ class _SummarizeOp:
 _Op = _ArchiveOp | _SummarizeOp
 
 
-def _check_summary(text: Any, max_tokens: int) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise SummarizerError("the summarizer returned no text")
-    tokens = approximate_tokens([HumanMessage(text)])
-    if tokens > max_tokens * 1.25 + 20:
-        raise SummarizerError(f"the summary is over its bound (~{tokens} > {max_tokens} tokens)")
-    return text.strip()
-
-
 def _summary_bound(config: CompactionConfig) -> int:
     """One summary's token bound: ``summary_max_tokens``, capped by the summary budget."""
     if config.context_window is None:
@@ -142,7 +132,7 @@ def _summarize_steps(
             try:
                 if outcome.error is not None:
                     raise outcome.error
-                text = _check_summary(outcome.value, bound)
+                text = check_summary_text(outcome.value, bound)
             except Exception as exc:
                 errors.append(f"{type(candidate).__name__}: {type(exc).__name__}: {exc}")
                 logger.warning("summarizer failed (%s); %s", errors[-1], "retrying or falling back")

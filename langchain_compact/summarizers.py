@@ -36,6 +36,7 @@ __all__ = [
     "ExtractiveSummarizer",
     "LLMSummarizer",
     "Summarizer",
+    "check_summary_text",
     "fidelity_supplement",
 ]
 
@@ -88,6 +89,21 @@ class Summarizer(Protocol):
     async def asummarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:
         """Async twin of :meth:`summarize`."""
         ...
+
+
+def check_summary_text(text: object, max_tokens: int) -> str:
+    """Return ``text`` stripped, or raise :class:`SummarizerError` when it is not usable as a
+    summary: not a string, empty, or over ``max_tokens`` (25% + 20 tokens of slack, since
+    models and counters disagree a little on lengths)."""
+    if not isinstance(text, str) or not text.strip():
+        raise SummarizerError("the summarizer returned empty text.")
+    tokens = approximate_tokens([HumanMessage(text)])
+    if tokens > max_tokens * 1.25 + 20:
+        raise SummarizerError(
+            f"the summary is over its bound (~{tokens} tokens > {max_tokens}); "
+            "the model ignored the output limit."
+        )
+    return text.strip()
 
 
 class LLMSummarizer:
@@ -185,16 +201,7 @@ class LLMSummarizer:
                 f"the summarizer replied with tool call(s) {names}; tool execution is refused "
                 "during compaction."
             )
-        text = tool_result_text(reply).strip()
-        if not text:
-            raise SummarizerError("the summarizer returned empty text.")
-        tokens = approximate_tokens([HumanMessage(text)])
-        if tokens > max_tokens * 1.25 + 20:
-            raise SummarizerError(
-                f"the summary is over its bound (~{tokens} tokens > {max_tokens}); "
-                "the model ignored the output limit."
-            )
-        return text
+        return check_summary_text(tool_result_text(reply), max_tokens)
 
     def summarize(self, messages: Sequence[BaseMessage], *, max_tokens: int | None = None) -> str:
         bound = max_tokens or self.max_tokens
