@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from langchain_compact._meta import (
+    KIND_CLEARED,
     KIND_PINNED_TASK,
     KIND_STOP,
     KIND_SUMMARY,
+    KIND_TRUNCATED,
     get_meta,
     kind_of,
     newest_boundary,
@@ -32,13 +34,20 @@ from langchain_compact._ops import (
     _summarize_steps,
     _summary_bound,
 )
+from langchain_compact._restore import _ReadOp
 from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
-from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
+from langchain_compact.microcompact import (
+    clear_tool_results,
+    cut_task,
+    large_result_limit,
+    truncate_large_tool_results,
+    unread_start,
+)
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, fidelity_supplement
-from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
+from langchain_compact.tokens import TokenCounter, approximate_tokens, calibration, context_tokens
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -51,6 +60,8 @@ __all__ = [
     "compact_history",
     "compaction_info",
     "decide",
+    "effective_trigger",
+    "removed_since_boundary",
     "stop_message",
 ]
 
@@ -141,31 +152,74 @@ def _trigger(config: CompactionConfig) -> int:
     return trigger
 
 
+def removed_since_boundary(messages: Sequence[BaseMessage]) -> int:
+    """Tokens of tool results cleared or cut since the newest compaction (their originals
+    are in the archive; the next compaction folds them into its summary)."""
+    b, _kept = newest_boundary(messages)
+    total = 0
+    for m in messages[b + 1 :]:
+        meta = get_meta(m)
+        if meta.get("kind") in (KIND_CLEARED, KIND_TRUNCATED):
+            total += int(meta.get("removed_tokens", meta.get("saved_tokens", 0)))
+    return total
+
+
+def effective_trigger(messages: Sequence[BaseMessage], config: CompactionConfig) -> int:
+    """The trigger, raised after a compaction that could not get under it.
+
+    Such a compaction leaves the kept messages over the trigger; compacting again on the
+    next turn would summarise one turn at a time. The next compaction waits until the
+    context has grown halfway from where that compaction left it to the fit limit.
+    """
+    trigger = _trigger(config)
+    b, _kept = newest_boundary(messages)
+    if b < 0:
+        return trigger
+    after = get_meta(messages[b]).get("tokens_after")
+    fit = config.fit_tokens or trigger
+    if not isinstance(after, int) or after < trigger:
+        return trigger
+    return max(trigger, min(fit, (after + fit) // 2))
+
+
 def decide(
     messages: Sequence[BaseMessage],
     *,
     config: CompactionConfig,
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
+    tokens: int | None = None,
 ) -> Decision:
     """Decide whether the next model call may go ahead, needs a compaction first, or must stop.
 
     Uses the usage-anchored context size, so stale usage from before a compaction never
-    triggers another one. Stops when ``max_compactions`` is reached, when the thrash guard
-    fires, or when nothing is left to compact and the context fills the window; over the
-    trigger with nothing new to compact but still inside the window, the call goes ahead.
+    triggers another one. Compacts at the trigger (raised after a compaction that could not
+    get under it, so there is no loop), or under it when the results cleared since the last
+    compaction pass ``fold_ratio`` of the window (their facts are folded into a summary).
+    Stops only when a limit the user set fires (``max_compactions``, the thrash guard) or
+    when the next call cannot fit (``fit_tokens``) and nothing is left to compact.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> decide([HumanMessage("hi")], config=CompactionConfig(context_window=1000)).action
         'continue'
     """
-    trigger = _trigger(config)
-    tokens = context_tokens(messages, counter=counter, tools=tools)
-    if tokens < trigger:
+    trigger = effective_trigger(messages, config)
+    if tokens is None:
+        tokens = context_tokens(messages, counter=counter, tools=tools)
+    fit = config.fit_tokens or trigger
+    window = config.context_window or fit
+    fold_limit = config._tokens(config.fold_ratio)
+    fold = fold_limit is not None and removed_since_boundary(messages) >= fold_limit
+    if tokens < trigger and not fold:
         return Decision("continue", tokens, trigger, "under the trigger")
+    if tokens < trigger:  # fold the cleared results' facts into a summary, if possible
+        if _plan(messages, config) is None:
+            return Decision("continue", tokens, trigger, "cleared results wait for a span")
+        return Decision(
+            "compact", tokens, trigger, "the results cleared since the last compaction are due"
+        )
     info = compaction_info(messages)
-    window = config.context_window or trigger
     if config.max_compactions is not None and info.count >= config.max_compactions:
         return Decision(
             "stop",
@@ -173,7 +227,7 @@ def decide(
             trigger,
             f"the compaction limit max_compactions={config.max_compactions} is reached",
         )
-    if info.count and info.turns_since < config.cooldown_turns and tokens < window:
+    if info.count and info.turns_since < config.cooldown_turns and tokens <= fit:
         return Decision("continue", tokens, trigger, "cooldown: micro-compaction only")
     if info.count and info.turns_since <= 1 and info.refill_streak + 1 >= config.thrash_limit:
         return Decision(
@@ -184,13 +238,14 @@ def decide(
             "within one model turn",
         )
     if _plan(messages, config) is None:
-        if tokens < window:  # nothing new to summarise yet, but the call still fits
+        if tokens <= fit:  # nothing new to summarise yet, but the call still fits
             return Decision("continue", tokens, trigger, "over the trigger, nothing to compact yet")
         return Decision(
             "stop",
             tokens,
             trigger,
-            "nothing is left to compact: the kept messages alone fill the context window",
+            f"the next call cannot fit: {tokens} tokens with {window - fit} reserved for the "
+            f"reply exceed the {window}-token window, and nothing is left to compact",
         )
     return Decision("compact", tokens, trigger, f"{tokens} tokens >= trigger {trigger}")
 
@@ -254,7 +309,8 @@ def _plan(messages: Sequence[BaseMessage], config: CompactionConfig) -> _Plan | 
     return _Plan(head=head, span=span, tail=list(messages[cut:]))
 
 
-_Steps = Generator[_Op, _Outcome, CompactionResult]
+_AnyOp = _Op | _ReadOp
+_Steps = Generator[_AnyOp, _Outcome, CompactionResult]
 _HEADER_TOKENS = 80  # the summary header and message framing
 
 
@@ -264,28 +320,39 @@ def _slim_tail(
     archive: TranscriptArchive | None,
     thread_id: str,
     counter: TokenCounter,
-) -> Generator[_Op, _Outcome, list[BaseMessage]]:
-    """Clear the kept tail's older tool results (keeping the newest) and cut long user
-    observations, archiving the originals first: a tail of big results must not leave the
-    compacted history over the trigger."""
+    *,
+    keep: int = 1,
+    unread_need: int = 0,
+) -> Generator[_AnyOp, _Outcome, list[BaseMessage]]:
+    """Clear the kept tail's older read tool results (keeping the newest ``keep``) and cut
+    long read user observations, archiving the originals first: a tail of big results must
+    not leave the compacted history over the trigger. What the model has not read stays
+    whole, unless ``unread_need`` tokens must still be freed for the next call to fit."""
     archived = archive is not None
     slim = clear_tool_results(
         tail,
-        keep=1,
+        keep=keep,
         min_chars=config.micro_min_chars,
         exclude_tools=config.micro_exclude_tools,
         archived=archived,
         counter=counter,
     )
     # Agents without native tool calls (SWE-agent's text commands) get their observations
-    # as user messages: cut those to head + tail as well.
-    slim = truncate_large_tool_results(
-        slim,
-        max_chars=config.large_tool_result_chars or DEFAULT_LARGE_TOOL_RESULT_CHARS,
-        keep_chars=config.large_tool_result_keep_chars,
-        archived=archived,
-        include_human=True,
-        counter=counter,
+    # as user messages: cut the ones the model has read as well.
+    read = unread_start(slim)
+    size, unit = large_result_limit(config, counter)
+    max_chars = size if unit == "chars" else DEFAULT_LARGE_TOOL_RESULT_CHARS
+    slim = (
+        truncate_large_tool_results(
+            slim[:read],
+            max_chars=max(max_chars, config.large_tool_result_keep_chars + 1),
+            keep_chars=config.large_tool_result_keep_chars,
+            digest=config.digest,
+            archived=archived,
+            include_human=True,
+            counter=counter,
+        )
+        + slim[read:]
     )
     changed = [a for a, b in zip(tail, slim, strict=True) if a is not b]
     todo = [m for m in changed if not get_meta(m).get("archive_ref")]
@@ -295,6 +362,65 @@ def _slim_tail(
         with_meta(b, archive_ref=ref) if a is not b and ref else b
         for a, b in zip(tail, slim, strict=True)
     ]
+
+
+def _slim_task(
+    head: list[BaseMessage],
+    config: CompactionConfig,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    counter: TokenCounter,
+) -> Generator[_AnyOp, _Outcome, list[BaseMessage]]:
+    """Pin an oversized original task as head + tail + key lines, archived whole first."""
+    found = cut_task(head, config, counter, archive is not None, None)
+    if found is None:
+        return head
+    i, new = found
+    original = maybe_redact([head[i]], config.redactor)
+    ref = yield from _archive_step(archive, original, thread_id, "task", {})
+    out = list(head)
+    out[i] = with_meta(new, archive_ref=ref) if ref else new
+    return out
+
+
+def _restore_originals(
+    span: list[BaseMessage],
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    budget: int,
+    counter: TokenCounter,
+) -> Generator[_AnyOp, _Outcome, list[BaseMessage]]:
+    """The span as the summarizer should read it: cleared and cut results replaced by their
+    archived originals (newest first, within ``budget`` extra tokens), so facts that only
+    tool results held reach the summary instead of vanishing with the placeholders."""
+    refs: dict[str, None] = {}
+    for m in span:
+        meta = get_meta(m)
+        if meta.get("kind") in (KIND_CLEARED, KIND_TRUNCATED) and meta.get("archive_ref"):
+            refs.setdefault(str(meta["archive_ref"]), None)
+    if archive is None or not refs:
+        return span
+    originals: dict[str, BaseMessage] = {}
+    for ref in refs:
+        outcome = yield _ReadOp(archive, ref, thread_id)
+        if outcome.error is not None:
+            logger.warning("could not read archived originals %s: %s", ref, outcome.error)
+            continue
+        for original in outcome.value:
+            if original.id is not None:
+                originals.setdefault(original.id, original)
+    out = list(span)
+    for i in range(len(span) - 1, -1, -1):
+        m = span[i]
+        original = originals.get(m.id or "")
+        if original is None or type(original) is not type(m):
+            continue
+        extra = counter([original]) - counter([m])
+        if extra > budget:
+            continue
+        out[i] = original
+        budget -= extra
+    return out
 
 
 def _digest(messages: Sequence[BaseMessage]) -> str:
@@ -335,12 +461,20 @@ def _steps(
     extra = approximate_tokens([], tools=tools) if tools else 0
     trigger = config.trigger_tokens
     tail = plan.tail
+    head = plan.head
+    # Provider tokens per local token: from the newest usage report, else the last boundary.
+    scale = calibration(messages, counter=counter, tools=tools)
+    if scale is None:
+        b, _kept = newest_boundary(messages)
+        previous = get_meta(messages[b]).get("calibration") if b >= 0 else None
+        scale = float(previous) if isinstance(previous, (int, float)) else 1.0
+    local_trigger = None if trigger is None else int(trigger / scale)
 
     def room(kept: list[BaseMessage]) -> int | None:
-        """Tokens left under the trigger for the new summary, beside what is kept."""
-        if trigger is None:
+        """Local tokens left under the trigger for the new summary, beside what is kept."""
+        if local_trigger is None:
             return None
-        return trigger - counter([*plan.head, *kept]) - extra - _HEADER_TOKENS
+        return local_trigger - counter([*head, *kept]) - extra - _HEADER_TOKENS
 
     bound = _summary_bound(config)
     left = room(tail)
@@ -348,16 +482,24 @@ def _steps(
         # The kept messages leave little room: slim the tail before summarising.
         tail = yield from _slim_tail(tail, config, archive, thread_id, counter)
         left = room(tail)
+    if left is not None and left < bound // 2:
+        # Still no room: an oversized original task is pinned as head + tail + key lines.
+        head = yield from _slim_task(head, config, archive, thread_id, counter)
+        left = room(tail)
     if left is not None:  # the summary gets what is left, so the result fits
         bound = max(64, min(bound, int(left * 0.7)))
-    text, used, errors = yield from _summarize_steps(summarizer, span, config, bound)
+    # The summarizer reads the originals of results cleared since the last compaction.
+    fit = config.fit_tokens
+    restore_budget = 0 if fit is None else max(0, fit - counter(span) - bound)
+    readable = yield from _restore_originals(span, archive, thread_id, restore_budget, counter)
+    text, used, errors = yield from _summarize_steps(summarizer, readable, config, bound)
     spare = bound // 2 if left is None else max(32, min(bound // 2, left - bound))
-    supplement = fidelity_supplement(span, text, max_tokens=spare)
+    supplement = fidelity_supplement(readable, text, max_tokens=spare)
     archived = f", archived as {ref} (recall_archived returns the originals)" if ref else ""
     body = SUMMARY_HEADER.format(index=index, count=len(span), archived=archived) + text
     if supplement:
         body += "\n\n" + supplement
-    head, merged = plan.head, 0
+    merged = 0
     earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
     window = config.context_window
     body_tokens = approximate_tokens([HumanMessage(body)])
@@ -387,9 +529,28 @@ def _steps(
         head = [m for m in head if kind_of(m) != KIND_SUMMARY]
         head.insert(min(first, len(head)), merged_msg)
         merged = len(earlier)
-    if trigger is not None and counter([*head, HumanMessage(body), *tail]) + extra >= trigger:
+
+    def size() -> int:
+        return counter([*head, HumanMessage(body), *tail]) + extra
+
+    if local_trigger is not None and size() >= local_trigger:
         tail = yield from _slim_tail(tail, config, archive, thread_id, counter)
-    streak = info.refill_streak + 1 if info.count and info.turns_since <= 1 else 0
+    local_fit = None if config.fit_tokens is None else int(config.fit_tokens / scale)
+    if local_fit is not None and size() > local_fit:
+        # The next call would not fit: every read result in the tail goes, and as the last
+        # resort the unread ones are digested, largest first.
+        tail = yield from _slim_tail(tail, config, archive, thread_id, counter, keep=0)
+        if size() > local_fit:
+            need = size() - local_fit
+            tail = yield from _slim_tail(
+                tail, config, archive, thread_id, counter, keep=0, unread_need=need
+            )
+    # Only compactions forced by the trigger count toward the thrash guard; one that folds
+    # cleared results in under the trigger is routine.
+    cause = "trigger" if trigger is None or tokens_before >= trigger else "fold"
+    streak = (
+        info.refill_streak + 1 if cause == "trigger" and info.count and info.turns_since <= 1 else 0
+    )
     meta: dict[str, Any] = {
         "index": index,
         "archive_ref": ref,
@@ -399,9 +560,11 @@ def _steps(
         "refill_streak": streak,
         "summarizer": used,
         "tokens_before": tokens_before,
+        "cause": cause,
+        "calibration": round(scale, 4),
     }
     draft = [*head, _summary_message(body, config, plan.span, **meta), *tail]
-    tokens_after = counter(draft) + extra
+    tokens_after = round((counter(draft) + extra) * scale)
     summary = _summary_message(body, config, plan.span, **meta, tokens_after=tokens_after)
     new = [*head, summary, *tail]
     kept = {m.id for m in new}

@@ -14,12 +14,18 @@ from langchain_compact.errors import ConfigError
 
 __all__ = [
     "DEFAULT_ARCHIVE_DIR",
+    "DEFAULT_FOLD_RATIO",
     "DEFAULT_KEEP_LAST_N",
+    "DEFAULT_LARGE_RESULT_RATIO",
     "DEFAULT_LARGE_TOOL_RESULT_CHARS",
     "DEFAULT_MICRO_KEEP",
     "DEFAULT_MICRO_MIN_CHARS",
+    "DEFAULT_MICRO_TARGET_RATIO",
+    "DEFAULT_MICRO_TRIGGER_RATIO",
+    "DEFAULT_REPLY_RESERVE_CAP",
     "DEFAULT_SUMMARY_BUDGET_RATIO",
     "DEFAULT_SUMMARY_MAX_TOKENS",
+    "DEFAULT_TASK_MAX_RATIO",
     "DEFAULT_THRASH_LIMIT",
     "DEFAULT_TRIGGER_RATIO",
     "CompactionConfig",
@@ -33,6 +39,13 @@ DEFAULT_SUMMARY_MAX_TOKENS = 2_000
 DEFAULT_SUMMARY_BUDGET_RATIO = 0.25
 DEFAULT_THRASH_LIMIT = 3
 DEFAULT_LARGE_TOOL_RESULT_CHARS = 5_000
+"""The seed's fixed cut (characters); now used only where no context window is known."""
+DEFAULT_MICRO_TRIGGER_RATIO = 0.5
+DEFAULT_MICRO_TARGET_RATIO = 0.3
+DEFAULT_LARGE_RESULT_RATIO = 0.2
+DEFAULT_FOLD_RATIO = 0.4
+DEFAULT_TASK_MAX_RATIO = 0.25
+DEFAULT_REPLY_RESERVE_CAP = 4_096
 DEFAULT_ARCHIVE_DIR = ".memory"
 
 
@@ -63,26 +76,67 @@ class CompactionConfig:
     """Messages kept verbatim after a full compaction (moved back to a safe cut, so a
     tool-call batch is never split). Default 4 (seeds 002/004)."""
 
+    micro_trigger_ratio: float = DEFAULT_MICRO_TRIGGER_RATIO
+    """Micro-compaction's pressure gate: below ``micro_trigger_ratio * context_window`` no
+    tool result is cleared or cut (default 0.5, the ratio of Anthropic's ``clear_tool_uses``
+    default of 100k input tokens to a 200k window; never above ``trigger_ratio``). An agent
+    with room pays nothing."""
+
+    micro_target_ratio: float = DEFAULT_MICRO_TARGET_RATIO
+    """Once the gate is passed, the oldest read results are cleared in one batch until the
+    context is at most ``micro_target_ratio * context_window`` (default 0.3; capped at 0.6 of
+    the gate): one break of the provider's cached prefix buys many turns instead of one
+    clear per turn."""
+
     micro_keep: int = DEFAULT_MICRO_KEEP
-    """Micro-compaction keeps the most recent ``micro_keep`` tool results intact (default 3)."""
+    """The newest ``micro_keep`` tool results the model has already read stay intact under
+    normal pressure (default 3; a parallel batch is kept whole). Results the model has not
+    read yet are never counted here: they are never cleared (see ``reply_reserve_tokens``)."""
 
     micro_min_chars: int = DEFAULT_MICRO_MIN_CHARS
-    """Tool results shorter than this are never cleared (default 100, seed 000)."""
+    """Tool results shorter than this are never cleared (default 100)."""
 
     micro_clear_at_least: int = 0
-    """Clear only when at least this many tokens would be freed, then clear every eligible
-    result at once, so the provider's prompt-cache prefix changes in batches, not every turn.
-    0 (default) clears as soon as anything is eligible."""
+    """Clear only when at least this many tokens would be freed. 0 (default): the batch
+    target above already sizes batches."""
 
     micro_exclude_tools: tuple[str, ...] = ()
-    """Tool names whose results are never cleared (e.g. ``("recall_archived",)``)."""
+    """Tool names whose results are never cleared or cut (e.g. ``("recall_archived",)``).
+    The name is read from the result, or from the tool call it answers."""
 
-    large_tool_result_chars: int | None = DEFAULT_LARGE_TOOL_RESULT_CHARS
-    """A tool result longer than this is archived whole and replaced by head + tail (B4).
-    ``None`` disables it. Default 5,000 characters (seed 004)."""
+    large_result_ratio: float = DEFAULT_LARGE_RESULT_RATIO
+    """A tool result the model has read that alone takes more than
+    ``large_result_ratio * context_window`` tokens is archived whole and replaced by a
+    digest (default 0.2: about 92,000 characters in a 128k window, 5,800 in an 8k one). The
+    seed's fixed 5,000 characters cut normal source files in large windows."""
+
+    large_tool_result_chars: int | None = None
+    """An explicit size (characters) above which a read result is digested, instead of
+    ``large_result_ratio``. ``None`` (default): use the ratio; with no known window, the
+    seed's 5,000 characters."""
 
     large_tool_result_keep_chars: int = 2_000
-    """Characters kept from an oversized tool result (split between head and tail)."""
+    """Size of the digest that replaces an oversized result (characters)."""
+
+    digest: Callable[[str], str] | None = field(default=None, compare=False)
+    """How an oversized result is digested. ``None`` (default): a structured digest (JSON
+    records with counts, fields and extremes; tables; log levels and error lines; head + tail
+    + key lines for plain text). Pass ``llm_digest(model)`` for an LLM digest."""
+
+    fold_ratio: float = DEFAULT_FOLD_RATIO
+    """When the originals of the results cleared since the last compaction pass
+    ``fold_ratio * context_window`` tokens, a compaction folds them into a summary (the
+    summarizer reads the archived originals, not the placeholders). Default 0.4."""
+
+    reply_reserve_tokens: int | None = None
+    """Tokens kept free for the model's reply. A call "fits" when the context is at most
+    ``context_window - reply_reserve_tokens``; a run stops only when it does not fit.
+    ``None`` (default): a tenth of the window, at most 4,096."""
+
+    task_max_ratio: float = DEFAULT_TASK_MAX_RATIO
+    """Under pressure, a pinned original task larger than ``task_max_ratio * context_window``
+    is pinned as head + tail + key lines with a recall pointer (archived whole). Default
+    0.25."""
 
     summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
     """Upper bound on one summary, in tokens (default 2,000)."""
@@ -128,6 +182,12 @@ class CompactionConfig:
         _check_int(self, "context_window", low=1, optional=True)
         _check_ratio(self, "trigger_ratio")
         _check_int(self, "keep_last_n", low=0)
+        _check_ratio(self, "micro_trigger_ratio")
+        _check_ratio(self, "micro_target_ratio")
+        _check_ratio(self, "large_result_ratio")
+        _check_ratio(self, "fold_ratio")
+        _check_ratio(self, "task_max_ratio")
+        _check_int(self, "reply_reserve_tokens", low=0, optional=True)
         _check_int(self, "micro_keep", low=0)
         _check_int(self, "micro_min_chars", low=0)
         _check_int(self, "micro_clear_at_least", low=0)
@@ -159,6 +219,17 @@ class CompactionConfig:
             )
         if not isinstance(self.archive_dir, str) or not self.archive_dir:
             raise ConfigError("archive_dir must be a non-empty directory path string.")
+        if self.digest is not None and not callable(self.digest):
+            raise ConfigError("digest must be a callable str -> str (e.g. llm_digest(model)).")
+        if (
+            self.context_window is not None
+            and self.reply_reserve_tokens is not None
+            and self.reply_reserve_tokens >= self.context_window
+        ):
+            raise ConfigError(
+                f"reply_reserve_tokens={self.reply_reserve_tokens} must be smaller than "
+                f"context_window={self.context_window}."
+            )
         if self.redactor is not None and not callable(self.redactor):
             raise ConfigError("redactor must be a callable str -> str, or None.")
         if (
@@ -176,6 +247,30 @@ class CompactionConfig:
         if self.context_window is None:
             return None
         return int(self.context_window * self.trigger_ratio)
+
+    @property
+    def fit_tokens(self) -> int | None:
+        """The largest context a call may send: the window minus the reply reserve."""
+        if self.context_window is None:
+            return None
+        reserve = self.reply_reserve_tokens
+        if reserve is None:
+            reserve = min(DEFAULT_REPLY_RESERVE_CAP, self.context_window // 10)
+        return self.context_window - reserve
+
+    @property
+    def micro_trigger_tokens(self) -> int | None:
+        """Context size at which micro-compaction starts clearing (never above the trigger)."""
+        return self._tokens(min(self.micro_trigger_ratio, self.trigger_ratio))
+
+    @property
+    def micro_target_tokens(self) -> int | None:
+        """Context size a clearing batch aims for (at most 0.6 of the micro trigger)."""
+        gate = min(self.micro_trigger_ratio, self.trigger_ratio)
+        return self._tokens(min(self.micro_target_ratio, gate * 0.6))
+
+    def _tokens(self, ratio: float) -> int | None:
+        return None if self.context_window is None else int(self.context_window * ratio)
 
     def with_window(self, context_window: int) -> CompactionConfig:
         """Return a copy with ``context_window`` set (validated)."""

@@ -12,12 +12,34 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
-from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of, with_meta
-from langchain_compact._render import key_lines, tool_result_text
-from langchain_compact.config import DEFAULT_MICRO_KEEP, DEFAULT_MICRO_MIN_CHARS, CompactionConfig
+from langchain_compact._digest import structured_digest
+from langchain_compact._facts import fact_lines
+from langchain_compact._meta import (
+    KIND_CLEARED,
+    KIND_PINNED_TASK,
+    KIND_SUMMARY,
+    KIND_TRUNCATED,
+    get_meta,
+    kind_of,
+    with_meta,
+)
+from langchain_compact._render import tool_result_text
+from langchain_compact.config import (
+    DEFAULT_LARGE_TOOL_RESULT_CHARS,
+    DEFAULT_MICRO_KEEP,
+    DEFAULT_MICRO_MIN_CHARS,
+    CompactionConfig,
+)
 from langchain_compact.errors import ConfigError
+from langchain_compact.history import original_task_index
 from langchain_compact.tokens import (
     TiktokenCounter,
     TokenCounter,
@@ -33,7 +55,9 @@ __all__ = [
     "UNARCHIVED_NOTICE",
     "UNARCHIVED_PLACEHOLDER",
     "clear_tool_results",
+    "cut_task",
     "micro_compact",
+    "shrink_unread",
     "tool_result_text",
     "truncate_large_tool_results",
 ]
@@ -56,6 +80,19 @@ DEFAULT_TRUNCATION_NOTICE = (
     'text is archived: call recall_archived(tool_call_id="{tool_call_id}") to read it.]\n'
 )
 """Inserted between head and tail of an oversized result; same fields plus ``omitted``."""
+
+TASK_TRUNCATION_NOTICE = (
+    "\n[The original task is {chars} characters; {omitted} were left out here to fit the "
+    "context window. The full text is archived: call recall_archived(query=<a few words "
+    "from it>) to read it.]\n"
+)
+"""Notice on an original task too large for the window (``task_max_ratio``)."""
+
+UNARCHIVED_TASK_NOTICE = (
+    "\n[The original task is {chars} characters; {omitted} were left out here to fit the "
+    "context window (not archived).]\n"
+)
+"""The same, when no archive keeps the original."""
 
 HUMAN_TRUNCATION_NOTICE = (
     "\n[... {omitted} characters omitted from this {name} ({chars} in all). The full text is "
@@ -88,6 +125,76 @@ def _tokens(text: str, counter: TokenCounter) -> int:
     return max(0, counter([HumanMessage(text)]) - counter([HumanMessage("")]))
 
 
+def unread_start(messages: Sequence[BaseMessage]) -> int:
+    """Index of the first message no model call has seen: the one after the newest
+    ``AIMessage`` (``0`` when the model has not been called yet).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> unread_start([HumanMessage("go"), AIMessage("", tool_calls=[
+        ...     {"name": "ls", "args": {}, "id": "c1"}]), ToolMessage("a b", tool_call_id="c1")])
+        2
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], AIMessage):
+            return i + 1
+    return 0
+
+
+def tool_names(messages: Sequence[BaseMessage]) -> dict[str, str]:
+    """``tool_call_id -> tool name``, from the tool calls of the ``AIMessage`` objects."""
+    names: dict[str, str] = {}
+    for msg in messages:
+        if isinstance(msg, AIMessage):
+            for call in msg.tool_calls:
+                if call.get("id"):
+                    names[str(call["id"])] = call["name"]
+    return names
+
+
+def result_name(message: BaseMessage, names: dict[str, str]) -> str:
+    """The tool name of a result: its own ``name``, else the name of the call it answers."""
+    own = getattr(message, "name", None)
+    if own:
+        return str(own)
+    return names.get(str(getattr(message, "tool_call_id", "")), "")
+
+
+def _placeholder_text(
+    msg: ToolMessage, text: str, template: str, chars: int, tokens: int, name: str
+) -> str:
+    new_text = template.format(
+        name=name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
+    )
+    facts = fact_lines(text)
+    if facts:  # the facts (key = value, ids, paths, URLs) stay visible in the placeholder
+        new_text += "\nfacts kept: " + " | ".join(facts)
+    return new_text
+
+
+def _clear_one(
+    msg: ToolMessage, template: str, name: str, counter: TokenCounter, anchor: str | None
+) -> BaseMessage | None:
+    """The cleared form of ``msg``, or ``None`` when the placeholder would not be shorter."""
+    text = tool_result_text(msg)
+    tokens = _tokens(text, counter)
+    meta = get_meta(msg)
+    chars = int(meta.get("original_chars", len(text)))  # a cut result reports its original
+    new_text = _placeholder_text(msg, text, template, chars, tokens, name)
+    saved = tokens - _tokens(new_text, counter)
+    if saved <= 0:  # a placeholder longer than the result would only grow the context
+        return None
+    removed = int(meta.get("removed_tokens", 0)) + saved
+    return with_meta(
+        msg.model_copy(update={"content": new_text, "artifact": None}),
+        kind=KIND_CLEARED,
+        original_chars=chars,
+        saved_tokens=saved,
+        removed_tokens=removed,
+        usage_anchor=anchor,
+    )
+
+
 def clear_tool_results(
     messages: Sequence[BaseMessage],
     *,
@@ -101,16 +208,17 @@ def clear_tool_results(
 ) -> list[BaseMessage]:
     """Replace the content of older tool results with a short placeholder.
 
-    The most recent ``keep`` tool results stay intact; older ones of at least
-    ``min_chars`` characters whose tool is not in ``exclude_tools`` are cleared, unless the
-    placeholder would not be shorter. With ``clear_at_least > 0`` nothing changes until
-    clearing would free at least that many tokens (net of the placeholders), and then every
-    eligible result is cleared at once: the cleared prefix changes in batches, so a
-    provider's prompt cache survives between clears.
+    Results the model has not read yet (after the newest ``AIMessage``) are never cleared,
+    and neither are the newest ``keep`` of those it has read (a parallel batch is kept
+    whole). Older ones of at least ``min_chars`` characters whose tool is not in
+    ``exclude_tools`` (by the result's name or the name of the call it answers) are
+    cleared, unless the placeholder would not be shorter. The placeholder keeps the lines
+    that carry facts (``key = value``, ids, paths, URLs). With ``clear_at_least > 0``
+    nothing changes until clearing would free at least that many tokens.
 
     Args:
         messages: The history (not modified).
-        keep: Number of most recent tool results never cleared.
+        keep: Number of most recent read tool results never cleared.
         min_chars: Results shorter than this are left alone.
         clear_at_least: Minimum tokens a clearing must free (0: any).
         exclude_tools: Tool names whose results are never cleared.
@@ -132,50 +240,99 @@ def clear_tool_results(
         ...     msgs.append(ToolMessage("x" * 500, tool_call_id=f"c{i}", name="cat", id=f"t{i}"))
         >>> out = clear_tool_results(msgs, keep=3)
         >>> [m.content.startswith("[tool result cleared") for m in out[1::2]]
-        [True, True, False, False, False]
+        [True, False, False, False, False]
     """
     template = placeholder or (DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER)
-    tool_positions = [
-        i for i, m in enumerate(messages) if isinstance(_check_message(m, i), ToolMessage)
-    ]
-    protected = set(tool_positions[-keep:]) if keep > 0 else set()
+    plan = _clear_candidates(messages, keep=keep, min_chars=min_chars, exclude=exclude_tools)
+    names = tool_names(messages)
     anchor = _usage_anchor(messages)
-    plan: list[tuple[int, int, str, int]] = []  # index, original chars, placeholder, freed
-    for i in tool_positions:
+    out = list(messages)
+    freed = 0
+    for i in plan:
+        msg = messages[i]
+        assert isinstance(msg, ToolMessage)
+        new = _clear_one(msg, template, result_name(msg, names), counter, anchor)
+        if new is not None:
+            out[i] = new
+            freed += int(get_meta(new)["saved_tokens"])
+    if freed < clear_at_least:
+        return list(messages)
+    return out
+
+
+def _clear_candidates(
+    messages: Sequence[BaseMessage], *, keep: int, min_chars: int, exclude: Collection[str]
+) -> list[int]:
+    """Indices of read tool results that may be cleared, oldest first."""
+    names = tool_names(messages)
+    limit = unread_start(messages)
+    read = [i for i in range(limit) if isinstance(_check_message(messages[i], i), ToolMessage)]
+    protected: set[int] = set()
+    if keep > 0 and read:
+        protected = set(read[-keep:])
+        # Keep a parallel batch whole: extend to the start of the oldest kept result's batch.
+        first = min(protected)
+        j = first - 1
+        while j >= 0 and isinstance(messages[j], ToolMessage):
+            protected.add(j)
+            j -= 1
+    out = []
+    for i in read:
         msg = messages[i]
         if i in protected or kind_of(msg) == KIND_CLEARED:
             continue
-        if (getattr(msg, "name", None) or "") in exclude_tools:
+        if result_name(msg, names) in exclude:
             continue
-        text = tool_result_text(msg)
-        if len(text) < min_chars and isinstance(msg.content, str):
+        if len(tool_result_text(msg)) < min_chars and isinstance(msg.content, str):
             continue
-        tokens = _tokens(text, counter)
-        assert isinstance(msg, ToolMessage)
-        # A result cut to head + tail earlier reports its original size.
-        chars = int(get_meta(msg).get("original_chars", len(text)))
-        new_text = template.format(
-            name=msg.name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
-        )
-        keys = key_lines(text, limit=3, width=160)
-        if keys:  # identifiers (ticket ids, URLs) stay visible in the placeholder
-            new_text += "\nkey lines: " + " | ".join(keys)
-        saved = tokens - _tokens(new_text, counter)
-        if saved > 0:  # a placeholder longer than the result would only grow the context
-            plan.append((i, chars, new_text, saved))
-    if not plan or sum(saved for *_, saved in plan) < clear_at_least:
-        return list(messages)
-    out = list(messages)
-    for i, chars, new_text, saved in plan:
-        msg = messages[i]
-        out[i] = with_meta(
-            msg.model_copy(update={"content": new_text, "artifact": None}),
-            kind=KIND_CLEARED,
-            original_chars=chars,
-            saved_tokens=saved,
-            usage_anchor=anchor,
-        )
+        out.append(i)
     return out
+
+
+def _shrink(text: str, keep_chars: int, digest: Callable[[str], str] | None) -> str:
+    """Head + tail + key lines of ``text`` in about ``keep_chars`` characters, or the
+    digest function's result."""
+    if digest is not None:
+        return digest(text)
+    return structured_digest(text, max_chars=keep_chars)
+
+
+def _truncate_one(
+    msg: BaseMessage,
+    *,
+    keep_chars: int,
+    digest: Callable[[str], str] | None,
+    archived: bool,
+    counter: TokenCounter,
+    anchor: str | None,
+    notice: str | None = None,
+) -> BaseMessage | None:
+    text = tool_result_text(msg)
+    if isinstance(msg, ToolMessage):
+        template = notice or (DEFAULT_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE)
+        name, ref = msg.name or "tool", msg.tool_call_id
+    else:
+        template = HUMAN_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE
+        name, ref = "user message", f"message id {msg.id}"
+    body = _shrink(text, keep_chars, digest)
+    note = template.format(
+        omitted=max(0, len(text) - len(body)), name=name, chars=len(text), tool_call_id=ref
+    )
+    # The notice goes first: the end of a result (where commands report their outcome)
+    # stays the end of its digest.
+    new_text = note.lstrip("\n") + body
+    tokens = _tokens(text, counter)
+    saved = tokens - _tokens(new_text, counter)
+    if saved <= 0:
+        return None
+    return with_meta(
+        msg.model_copy(update={"content": new_text, "artifact": None}),
+        kind=KIND_TRUNCATED,
+        original_chars=len(text),
+        saved_tokens=saved,
+        removed_tokens=saved,
+        usage_anchor=anchor,
+    )
 
 
 def truncate_large_tool_results(
@@ -189,21 +346,22 @@ def truncate_large_tool_results(
     include_human: bool = False,
     counter: TokenCounter = approximate_tokens,
 ) -> list[BaseMessage]:
-    """Cut every tool result longer than ``max_chars`` to head + tail (B4).
+    """Replace every tool result longer than ``max_chars`` by a digest of it.
 
-    The head keeps the first ``keep_chars // 2`` characters, the tail the last ones, with a
-    notice between them saying how to read the whole text again. ``digest`` (for example an
-    LLM call listing the key fields) is appended when given. Applies to recent results too:
-    an oversized result should not enter the context whole. With ``include_human``, long
-    human messages are cut too: agents without native tool calls (SWE-agent's text
-    commands) receive their observations as user messages. Summaries and the pinned task
-    are never cut.
+    The digest is structured where the content has structure (JSON records with counts,
+    fields and extremes; tables; log levels and error lines) and head + tail + key lines
+    otherwise, in about ``keep_chars`` characters; ``digest`` (for example an LLM call)
+    replaces it. A notice says how to read the whole text again. This low-level function
+    cuts every result it is given, read or not: :func:`micro_compact` decides which ones
+    may be cut. With ``include_human``, long human messages are cut too (agents without
+    native tool calls receive observations as user messages). Summaries and the pinned
+    task are never cut.
 
     Example:
         >>> from langchain_core.messages import ToolMessage
         >>> out = truncate_large_tool_results(
         ...     [ToolMessage("a" * 9000, tool_call_id="c1", name="log")], max_chars=5000)
-        >>> len(out[0].content) < 2400
+        >>> len(out[0].content) < 2600
         True
     """
     if keep_chars >= max_chars:
@@ -215,34 +373,40 @@ def truncate_large_tool_results(
         human = include_human and isinstance(msg, HumanMessage) and kind_of(msg) is None
         if not (isinstance(msg, ToolMessage) or human) or kind_of(msg) in _DONE:
             continue
-        text = tool_result_text(msg)
-        if len(text) <= max_chars:
+        if len(tool_result_text(msg)) <= max_chars:
             continue
-        head, tail = text[: keep_chars // 2], text[len(text) - (keep_chars - keep_chars // 2) :]
-        if isinstance(msg, ToolMessage):
-            template = notice or (DEFAULT_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE)
-            name, ref = msg.name or "tool", msg.tool_call_id
-        else:
-            template = HUMAN_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE
-            name, ref = "user message", f"message id {msg.id}"
-        middle = template.format(
-            omitted=len(text) - len(head) - len(tail), name=name, chars=len(text), tool_call_id=ref
+        new = _truncate_one(
+            msg,
+            keep_chars=keep_chars,
+            digest=digest,
+            archived=archived,
+            counter=counter,
+            anchor=anchor,
+            notice=notice,
         )
-        keys = key_lines(text[len(head) : len(text) - len(tail)])
-        if keys:  # identifiers in the omitted part stay visible
-            middle += "[key lines from the omitted part]\n" + "\n".join(keys) + "\n"
-        new_text = head + middle + tail
-        if digest is not None:
-            new_text += "\n[digest of the full result]\n" + digest(text)
-        saved = max(0, _tokens(text, counter) - _tokens(new_text, counter))
-        out[i] = with_meta(
-            msg.model_copy(update={"content": new_text, "artifact": None}),
-            kind=KIND_TRUNCATED,
-            original_chars=len(text),
-            saved_tokens=saved,
-            usage_anchor=anchor,
-        )
+        if new is not None:
+            out[i] = new
     return out
+
+
+class _Budget:
+    """The context size as micro-compaction changes it, kept current without recounting."""
+
+    def __init__(self, messages: list[BaseMessage], counter: TokenCounter, tools: Any) -> None:
+        self.tokens = context_tokens(messages, counter=counter, tools=tools)
+
+    def apply(self, new: BaseMessage) -> None:
+        self.tokens -= int(get_meta(new).get("saved_tokens", 0))
+
+
+def large_result_limit(config: CompactionConfig, counter: TokenCounter) -> tuple[int, str]:
+    """The size above which one read result is digested: ``(limit, unit)`` with unit
+    ``"chars"`` (explicit ``large_tool_result_chars``, or no known window) or ``"tokens"``."""
+    if config.large_tool_result_chars is not None:
+        return config.large_tool_result_chars, "chars"
+    if config.context_window is None:
+        return DEFAULT_LARGE_TOOL_RESULT_CHARS, "chars"
+    return int(config.context_window * config.large_result_ratio), "tokens"
 
 
 def micro_compact(
@@ -253,42 +417,224 @@ def micro_compact(
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
 ) -> list[BaseMessage]:
-    """Both micro-compaction layers with ``config``'s settings: cut oversized results (B4),
-    then clear old ones (B3). Unchanged messages are the same objects as in the input.
+    """Micro-compaction with ``config``'s settings; costs nothing until there is pressure.
 
-    Pressure relief: when the context is still at or over the full-compaction trigger after
-    that (large results: ``micro_keep`` of them can fill the window), older results are
-    cleared down to the newest one, so a full compaction is the last resort, not the norm.
+    1. A result the model has already read that alone is larger than ``large_result_ratio``
+       of the window (or ``large_tool_result_chars``) is replaced by a digest.
+    2. Below ``micro_trigger_ratio`` of the window nothing else changes. At or above it,
+       the oldest read results are cleared in one batch until the context is at
+       ``micro_target_ratio`` (the newest ``micro_keep`` read results stay), so the cached
+       prefix breaks once for many turns.
+    3. Only when the next call cannot fit (``fit_tokens``): every read result may be
+       cleared, an oversized pinned task (over ``task_max_ratio``) is cut to head + tail +
+       key lines, and when the unread batch alone (with the system prompt and task) still
+       cannot fit, its largest results are digested, largest first.
+
+    Results the model has not read yet are never touched otherwise. Unchanged messages are
+    the same objects as in the input; the caller archives the originals of changed ones.
 
     Example:
         >>> from langchain_core.messages import ToolMessage
-        >>> out = micro_compact([ToolMessage("a" * 9000, tool_call_id="c1")], CompactionConfig())
-        >>> kind_of(out[0])
-        'truncated'
+        >>> cfg = CompactionConfig(context_window=128_000)
+        >>> out = micro_compact([ToolMessage("a" * 13_000, tool_call_id="c1")], cfg)
+        >>> out[0].content == "a" * 13_000  # unread, and the window has room: untouched
+        True
     """
-    out = list(messages)
-    if config.large_tool_result_chars is not None:
-        out = truncate_large_tool_results(
-            out,
-            max_chars=config.large_tool_result_chars,
-            keep_chars=config.large_tool_result_keep_chars,
+    out = [_check_message(m, i) for i, m in enumerate(messages)]
+    anchor = _usage_anchor(out)
+    names = tool_names(out)
+    limit = unread_start(out)
+    excluded = set(config.micro_exclude_tools)
+
+    def allowed(i: int) -> bool:
+        msg = out[i]
+        return (
+            isinstance(msg, ToolMessage)
+            and kind_of(msg) not in _DONE
+            and result_name(msg, names) not in excluded
+        )
+
+    def cut(i: int, keep_chars: int) -> bool:
+        new = _truncate_one(
+            out[i],
+            keep_chars=keep_chars,
+            digest=config.digest,
             archived=archived,
             counter=counter,
+            anchor=anchor,
         )
-    options: dict[str, Any] = {
-        "min_chars": config.micro_min_chars,
-        "exclude_tools": config.micro_exclude_tools,
-        "archived": archived,
-        "counter": counter,
-    }
-    out = clear_tool_results(
-        out, keep=config.micro_keep, clear_at_least=config.micro_clear_at_least, **options
-    )
-    trigger = config.trigger_tokens
-    if (
-        trigger is not None
-        and config.micro_keep > 1
-        and context_tokens(out, counter=counter, tools=tools) >= trigger
-    ):
-        out = clear_tool_results(out, keep=1, **options)
+        if new is None:
+            return False
+        out[i] = new
+        return True
+
+    # 1. Oversized results the model has read.
+    size, unit = large_result_limit(config, counter)
+    keep_chars = min(config.large_tool_result_keep_chars, max(200, size - 1))
+    for i in range(limit):
+        if not allowed(i):
+            continue
+        text = tool_result_text(out[i])
+        big = len(text) > size if unit == "chars" else _tokens(text, counter) > size
+        if big:
+            cut(i, keep_chars)
+    gate, target, fit = config.micro_trigger_tokens, config.micro_target_tokens, config.fit_tokens
+    if gate is None or target is None or fit is None:
+        return out
+    budget = _Budget(out, counter, tools)
+    if budget.tokens < gate:
+        return out
+    # 2. One batch: clear the oldest read results down to the target.
+    template = DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER
+
+    def candidates(keep: int) -> list[int]:
+        return _clear_candidates(out, keep=keep, min_chars=config.micro_min_chars, exclude=excluded)
+
+    def clear(indices: list[int], stop_at: int) -> None:
+        changes: list[tuple[int, BaseMessage]] = []
+        freed = 0
+        for i in indices:
+            if budget.tokens - freed <= stop_at:
+                break
+            msg = out[i]
+            assert isinstance(msg, ToolMessage)
+            new = _clear_one(msg, template, result_name(msg, names), counter, anchor)
+            if new is not None:
+                changes.append((i, new))
+                freed += int(get_meta(new)["saved_tokens"])
+        if freed < config.micro_clear_at_least:
+            return
+        for i, new in changes:
+            out[i] = new
+            budget.apply(new)
+
+    clear(candidates(config.micro_keep), target)
+    trigger = config.trigger_tokens or fit
+    if budget.tokens >= trigger and config.micro_keep > 1:
+        # Still over the full trigger (a few large results): keep only the newest read one.
+        clear(candidates(1), target)
+    if budget.tokens <= fit:
+        return out
+    # 3. The next call cannot fit: read results first, then the task, then unread results.
+    clear(candidates(0), target)
+    if budget.tokens > fit:
+        task = cut_task(out, config, counter, archived, anchor)
+        if task is not None:
+            out[task[0]] = task[1]
+            budget.apply(task[1])
+    if budget.tokens > fit:
+        _fit_unread(out, limit, fit, allowed, counter, budget, config, archived)
     return out
+
+
+def _fit_unread(
+    out: list[BaseMessage],
+    limit: int,
+    fit: int,
+    allowed: Callable[[int], bool],
+    counter: TokenCounter,
+    budget: _Budget,
+    config: CompactionConfig,
+    archived: bool,
+) -> None:
+    """Digest unread results only while the unread batch with what cannot be removed
+    (system prompt, pinned task, summaries) cannot fit: otherwise a compaction makes room."""
+    unread = [i for i in range(limit, len(out)) if allowed(i)]
+    if not unread:
+        return
+    batch = sum(_tokens(tool_result_text(out[i]), counter) for i in unread)
+    fixed = sum(
+        _tokens(tool_result_text(m), counter)
+        for m in out[:limit]
+        if isinstance(m, SystemMessage) or kind_of(m) in (KIND_PINNED_TASK, KIND_SUMMARY)
+    )
+    task_i = original_task_index(out)
+    if 0 <= task_i < limit and kind_of(out[task_i]) != KIND_PINNED_TASK:
+        fixed += _tokens(tool_result_text(out[task_i]), counter)
+    room = fit - fixed - min(config.summary_max_tokens, fit // 10)
+    if batch <= room:
+        return
+    new = shrink_unread(out, need=batch - room, config=config, counter=counter, archived=archived)
+    for i, (before, after) in enumerate(zip(out, new, strict=True)):
+        if after is not before:
+            out[i] = after
+            budget.apply(after)
+
+
+def shrink_unread(
+    messages: Sequence[BaseMessage],
+    *,
+    need: int,
+    config: CompactionConfig,
+    counter: TokenCounter = approximate_tokens,
+    archived: bool = True,
+) -> list[BaseMessage]:
+    """Digest the results the model has not read yet, largest first, until ``need`` tokens
+    are freed: the last resort when they cannot fit the window at all. The caller archives
+    the originals of the changed messages."""
+    out = list(messages)
+    names = tool_names(out)
+    excluded = set(config.micro_exclude_tools)
+    unread = [
+        i
+        for i in range(unread_start(out), len(out))
+        if isinstance(out[i], ToolMessage)
+        and kind_of(out[i]) not in _DONE
+        and result_name(out[i], names) not in excluded
+    ]
+    sizes = {i: _tokens(tool_result_text(out[i]), counter) for i in unread}
+    anchor = _usage_anchor(out)
+    freed = 0
+    for i in sorted(unread, key=lambda j: -sizes[j]):
+        if freed >= need:
+            break
+        share = max(1, len(unread))
+        keep_chars = max(200, min(config.large_tool_result_keep_chars, sizes[i] * 3 // share))
+        new = _truncate_one(
+            out[i],
+            keep_chars=keep_chars,
+            digest=config.digest,
+            archived=archived,
+            counter=counter,
+            anchor=anchor,
+        )
+        if new is not None:
+            out[i] = new
+            freed += int(get_meta(new)["saved_tokens"])
+    return out
+
+
+def cut_task(
+    out: list[BaseMessage],
+    config: CompactionConfig,
+    counter: TokenCounter,
+    archived: bool,
+    anchor: str | None,
+) -> tuple[int, BaseMessage] | None:
+    """``(index, replacement)`` of the original task cut to head + tail + key lines when it
+    is over ``task_max_ratio`` of the window; ``None`` otherwise. The caller archives it."""
+    i = original_task_index(out) if config.pin_original_task else -1
+    limit = config._tokens(config.task_max_ratio)
+    if i < 0 or limit is None or kind_of(out[i]) in _DONE:
+        return None
+    msg = out[i]
+    text = tool_result_text(msg)
+    if not isinstance(msg.content, str) or _tokens(text, counter) <= limit:
+        return None
+    keep_chars = max(400, int(limit * 3))
+    body = structured_digest(text, max_chars=keep_chars)
+    note = TASK_TRUNCATION_NOTICE if archived else UNARCHIVED_TASK_NOTICE
+    new_text = body + note.format(chars=len(text), omitted=max(0, len(text) - len(body)))
+    saved = _tokens(text, counter) - _tokens(new_text, counter)
+    if saved <= 0:
+        return None
+    new = with_meta(
+        msg.model_copy(update={"content": new_text}),
+        kind=KIND_PINNED_TASK,
+        truncated=True,
+        original_chars=len(text),
+        saved_tokens=saved,
+        removed_tokens=saved,
+        usage_anchor=anchor,
+    )
+    return i, new

@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
+from langchain_compact._facts import result_gist
 from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact._render import (
     context_of,
@@ -262,7 +263,12 @@ class ExtractiveSummarizer:
                 merged += 1
                 by_section = _summary_bullets(text)
                 goal.extend(by_section.get("1", []))
-                facts.extend(by_section.get("2", []) + by_section.get("S", []))
+                # Merged facts stay dense: a tool result's bullet keeps its outcome segment,
+                # and a supplement item already stated in a fact is not repeated.
+                kept = [_ID_TAG_RE.sub(":", b.split(" | ")[0], 1) for b in by_section.get("2", [])]
+                stated = "\n".join(kept)
+                extra = [b for b in by_section.get("S", []) if b.split(": ")[0] not in stated]
+                facts.extend(kept + extra)
                 actions.extend(by_section.get("3", []))
                 carried.extend(by_section.get("5", []))
             elif isinstance(msg, HumanMessage):
@@ -297,7 +303,7 @@ class ExtractiveSummarizer:
                         )
                     continue
                 flag = " (error)" if msg.status == "error" else ""
-                shown = dict.fromkeys([*_observation_lines(text), *key_lines(text, limit=3)])
+                shown = dict.fromkeys([*result_gist(text), *key_lines(text, limit=3)])
                 body = " | ".join(_clip(ln, 240) for ln in shown)
                 facts.append(f"{msg.name or 'tool'}{flag} [{msg.tool_call_id}]: {body}")
             elif not isinstance(msg, SystemMessage) and text.strip():
@@ -337,6 +343,11 @@ _FILLER_RE = re.compile(
     r"|\(\d+ (older entries omitted|more details)"
 )
 _HEADING_RE = re.compile(r"^##\s*(?:(\d)\.|(Supplement))")
+
+
+#: `` [call_id]:`` after a tool name in a fact bullet (dropped when merging: the merged
+#: summary's archive reference covers recall).
+_ID_TAG_RE = re.compile(r" \[[^\]\s]{1,80}\]:")
 
 
 def _summary_bullets(text: str) -> dict[str, list[str]]:
@@ -412,9 +423,10 @@ def fidelity_supplement(
         if isinstance(msg, ToolMessage) or (
             len(text) > _OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
         ):
-            outcome = [ln for ln in _observation_lines(text) if ln != "..."]
-            secondary.append("\n".join([*key_lines(text), *outcome]))
+            secondary.append("\n".join(dict.fromkeys([*key_lines(text), *result_gist(text)])))
         else:
+            if kind_of(msg) == KIND_SUMMARY:  # its own supplement is checked via its items
+                text = text.partition("## Supplement")[0]
             primary.append(text)
         if isinstance(msg, AIMessage):
             primary.extend(render_call(c["name"], c["args"]) for c in msg.tool_calls)
@@ -423,7 +435,10 @@ def fidelity_supplement(
     for source in sources:
         for item in salient_items(source):
             if item not in summary and item not in missing:
-                missing[item] = context_of(item, source)
+                ctx = context_of(item, source)
+                while ctx.startswith(("- ", f"{item}: ")):  # a carried bullet: unwrap it
+                    ctx = ctx.removeprefix("- ").removeprefix(f"{item}: ")
+                missing[item] = ctx
     if not missing:
         return ""
     # Identifiers first (ticket ids, URLs, paths), plain numbers last: under a tight bound

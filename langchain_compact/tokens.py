@@ -29,14 +29,16 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, newest_boundary
+from langchain_compact._meta import get_meta, newest_boundary
 from langchain_compact.errors import InvalidHistoryError
 
 __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "TokenizerUnavailableWarning",
+    "anchor_describes",
     "approximate_tokens",
+    "calibration",
     "context_tokens",
     "provision_tiktoken_cache",
 ]
@@ -335,6 +337,7 @@ def context_tokens(
     *,
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
+    verify_anchor: bool = False,
 ) -> int:
     """Context size of ``messages`` as the model will see it, anchored on real usage.
 
@@ -343,7 +346,13 @@ def context_tokens(
     counted with ``counter``. Usage recorded before the last compaction (including on
     messages the compaction kept) is stale and ignored. Results cleared after the anchor was
     produced are credited back. Without an anchor everything is counted locally, tool
-    schemas included.
+    schemas included. Local counts are scaled by the calibration the newest compaction
+    recorded (provider tokens per local token, see :func:`calibration`), so the estimate
+    right after a compaction follows the provider's tokenizer.
+
+    With ``verify_anchor`` a usage report is used only if it can describe this very list
+    (an LCEL chain's replies describe the compacted copy the chain sent, not the raw history
+    handed back in); otherwise everything is counted locally.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -353,6 +362,57 @@ def context_tokens(
         910
     """
     boundary, stale_ids = newest_boundary(messages)
+    scale = _boundary_calibration(messages, boundary)
+    found = _fresh_anchor(messages, boundary, stale_ids)
+    if (
+        found is not None
+        and verify_anchor
+        and calibration(messages, counter=counter, tools=tools) is None
+    ):
+        found = None
+    if found is not None:
+        i, anchored, credit = found
+        rest = messages[i + 1 :]
+        if not rest:
+            return max(0, anchored - credit)
+        # The anchor already includes the tool schemas: count the rest without them.
+        return max(0, anchored - credit) + round(_local(rest, counter) * scale)
+    total = counter(messages)
+    if tools:
+        if isinstance(counter, TiktokenCounter):
+            total += counter.count_tools(tools)
+        else:
+            total += approximate_tokens([], tools=tools)
+    return round(total * scale)
+
+
+def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
+    return (
+        counter.count_messages(messages)
+        if isinstance(counter, TiktokenCounter)
+        else counter(messages)
+    )
+
+
+#: Bounds of a calibration ratio (reported tokens / local count): outside them the usage
+#: report is taken to describe a different list, not a different tokenizer.
+CALIBRATION_BOUNDS = (0.6, 4.0)
+
+
+def _boundary_calibration(messages: Sequence[BaseMessage], boundary: int) -> float:
+    if boundary < 0:
+        return 1.0
+    value = get_meta(messages[boundary]).get("calibration")
+    if isinstance(value, (int, float)) and CALIBRATION_BOUNDS[0] <= value <= CALIBRATION_BOUNDS[1]:
+        return float(value)
+    return 1.0
+
+
+def _fresh_anchor(
+    messages: Sequence[BaseMessage], boundary: int, stale_ids: set[str]
+) -> tuple[int, int, int] | None:
+    """``(index, input + output tokens, tokens cleared since)`` of the newest usage report
+    made after the last compaction, or ``None``."""
     for i in range(len(messages) - 1, boundary, -1):
         msg = _check_message(messages[i], i)
         usage = getattr(msg, "usage_metadata", None) if isinstance(msg, AIMessage) else None
@@ -361,29 +421,70 @@ def context_tokens(
         anchored = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
         # Results cleared/truncated after this response was produced were counted in full.
         credit = 0
-        for earlier in messages[:i]:
-            meta = get_meta(earlier)
-            if (
-                meta.get("kind") in (KIND_CLEARED, KIND_TRUNCATED)
-                and msg.id is not None
-                and meta.get("usage_anchor") == msg.id
-            ):
-                credit += int(meta.get("saved_tokens", 0))
-        rest = messages[i + 1 :]
-        if not rest:
-            return max(0, anchored - credit)
-        # The anchor already includes the tool schemas: count the rest without them.
-        local = (
-            counter.count_messages(rest) if isinstance(counter, TiktokenCounter) else counter(rest)
-        )
-        return max(0, anchored - credit) + local
-    total = counter(messages)
+        if msg.id is not None:
+            for earlier in messages[:i]:
+                meta = get_meta(earlier)
+                if meta.get("usage_anchor") == msg.id:
+                    credit += int(meta.get("saved_tokens", 0))
+        return i, anchored, credit
+    return None
+
+
+def calibration(
+    messages: Sequence[BaseMessage],
+    *,
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+) -> float | None:
+    """How many provider tokens one local token is worth in this thread.
+
+    The newest usage report's ``input_tokens`` against the local count of the input it
+    describes (the messages before it, as they were sent, plus the tool schemas). ``None``
+    when there is no report, or when the ratio is outside :data:`CALIBRATION_BOUNDS` (the
+    report then describes another list, e.g. a compacted copy made by an LCEL chain).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> history = [HumanMessage("word " * 100)]
+        >>> local = approximate_tokens(history)
+        >>> ai = AIMessage("ok", usage_metadata={"input_tokens": int(local * 1.4),
+        ...     "output_tokens": 1, "total_tokens": 0})
+        >>> round(calibration([*history, ai]), 1)
+        1.4
+    """
+    boundary, stale_ids = newest_boundary(messages)
+    found = _fresh_anchor(messages, boundary, stale_ids)
+    if found is None:
+        return None
+    i, _anchored, credit = found
+    usage = getattr(messages[i], "usage_metadata", None) or {}
+    reported = int(usage.get("input_tokens", 0))
+    local = _local(messages[:i], counter) + credit
     if tools:
-        if isinstance(counter, TiktokenCounter):
-            total += counter.count_tools(tools)
-        else:
-            total += approximate_tokens([], tools=tools)
-    return total
+        local += (
+            counter.count_tools(tools)
+            if isinstance(counter, TiktokenCounter)
+            else approximate_tokens([], tools=tools)
+        )
+    if reported <= 0 or local <= 0:
+        return None
+    ratio = reported / local
+    low, high = CALIBRATION_BOUNDS
+    return ratio if low <= ratio <= high else None
+
+
+def anchor_describes(
+    messages: Sequence[BaseMessage],
+    *,
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+) -> bool:
+    """Whether the newest usage report can describe ``messages`` as given (see
+    :func:`calibration`); ``True`` when there is no report."""
+    boundary, stale_ids = newest_boundary(messages)
+    if _fresh_anchor(messages, boundary, stale_ids) is None:
+        return True
+    return calibration(messages, counter=counter, tools=tools) is not None
 
 
 _TIKTOKEN_URLS = {

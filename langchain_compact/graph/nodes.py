@@ -135,12 +135,27 @@ class CompactionNodes:
 
     def after_summarize(self, state: dict[str, Any]) -> Literal["model", "stop"]:
         """Edge after a compaction. Dirty-value protection: the last usage numbers describe
-        the old history, so judge the new one by a local estimate; still over -> stop."""
+        the old history, so judge the new one by a (calibrated) local estimate. The run goes
+        on whenever the next call fits the window minus the reply reserve; still over the
+        trigger but fitting is reported (event ``over_trigger``), not a stop, and no new
+        compaction runs until the context grows (see ``compaction.effective_trigger``)."""
         if state.get("transition") != "compacted":
             return "stop"
         tokens = context_tokens(self._messages(state), counter=self.counter, tools=self.tools)
+        fit = self.config.fit_tokens or 0
+        if tokens > fit:
+            return "stop"
         trigger = self.config.trigger_tokens or 0
-        return "stop" if tokens >= trigger else "model"
+        if tokens >= trigger:
+            _emit({"event": "over_trigger", "tokens": tokens, "trigger": trigger, "fit": fit})
+            logger.info(
+                "after compacting the context is %d tokens, over the trigger of %d but within "
+                "the %d that fit: going on",
+                tokens,
+                trigger,
+                fit,
+            )
+        return "model"
 
     # ------------------------------------------------------------------ micro
 
@@ -274,8 +289,9 @@ class CompactionNodes:
             if state.get("transition") == "compacted":
                 tokens = context_tokens(messages, counter=self.counter, tools=self.tools)
                 reason = (
-                    f"the context is still {tokens} tokens after compacting, over the trigger of "
-                    f"{self.config.trigger_tokens}: the kept messages alone are too large"
+                    f"the context is still {tokens} tokens after compacting, more than the "
+                    f"{self.config.fit_tokens} that fit the window with room for the reply: "
+                    "the kept messages alone are too large"
                 )
             else:
                 reason = decide(

@@ -16,6 +16,7 @@ import pytest
 from _data import all_trajectories, load_trajectory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_compact._facts import fact_lines
 from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import validate_history
@@ -43,7 +44,7 @@ def with_tool_names(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
 
 
 def shrinks(message: BaseMessage) -> bool:
-    """The placeholder would be shorter (in tokens) than the result it replaces."""
+    """The placeholder (with the fact lines it keeps) would be shorter than the result."""
     text = str(message.content)
     placeholder = DEFAULT_PLACEHOLDER.format(
         name=message.name or "tool",
@@ -51,14 +52,24 @@ def shrinks(message: BaseMessage) -> bool:
         tokens=COUNTER.count_text(text),
         tool_call_id=message.tool_call_id,
     )
+    facts = fact_lines(text)
+    if facts:
+        placeholder += "\nfacts kept: " + " | ".join(facts)
     return COUNTER.count_text(placeholder) < COUNTER.count_text(text)
 
 
 def expected_cleared(
     messages: Sequence[BaseMessage], *, keep: int, min_chars: int, exclude: Sequence[str] = ()
 ) -> set[int]:
-    tool_idx = [i for i, m in enumerate(messages) if isinstance(m, ToolMessage)]
+    # Results after the newest AIMessage have not been read: never cleared.
+    last_ai = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=-1)
+    tool_idx = [i for i, m in enumerate(messages) if isinstance(m, ToolMessage) and i < last_ai]
     newest = set(tool_idx[len(tool_idx) - keep :]) if keep else set()
+    if newest:  # a parallel batch is kept whole
+        j = min(newest) - 1
+        while j >= 0 and isinstance(messages[j], ToolMessage):
+            newest.add(j)
+            j -= 1
     return {
         i
         for i in tool_idx
@@ -176,7 +187,8 @@ def test_usage_anchor_recorded() -> None:
     ]
     out = clear_tool_results(msgs, keep=0)
     assert get_meta(out[2])["usage_anchor"] == "a2"
-    assert get_meta(clear_tool_results(msgs[:3], keep=0)[2])["usage_anchor"] is None
+    no_usage = [*msgs[:3], AIMessage("", id="a3")]  # read, but no usage report yet
+    assert get_meta(clear_tool_results(no_usage, keep=0)[2])["usage_anchor"] is None
 
 
 # --- batching with clear_at_least --------------------------------------------------------

@@ -80,7 +80,8 @@ PAGE_FOOTER = re.compile(r"\n\n\[page (\d+) of (\d+)[^\]\n]*\]$")
 
 
 def is_original(message: BaseMessage) -> bool:
-    return kind_of(message) not in MADE_BY_PACKAGE
+    # A pinned task cut to fit the window is a replacement too (its original is archived).
+    return kind_of(message) not in MADE_BY_PACKAGE and not get_meta(message).get("truncated")
 
 
 def normalise(value: Any) -> str:

@@ -1,0 +1,104 @@
+"""The facts of a text that must stay visible when the text itself leaves the context.
+
+A cleared tool result keeps, in its placeholder, the lines that carry facts a later step may
+need: ``key = value`` / ``key: value`` lines, labelled numbers, ticket-like ids, paths and URLs.
+The selection is bounded (a few lines, a few hundred characters) and linear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["fact_lines", "result_gist"]
+
+#: ``key = value`` / ``key: value``: a key of up to four words that start with a letter
+#: (JSON ``"key": value`` too), so log stamps like ``INFO 03:47`` are not keys.
+_KEY = r"""^\s*[-*]?\s*["']?[A-Za-z_][\w\-.]*(?: [A-Za-z_][\w\-.]*){0,3}["']?\s*"""
+_EQ_RE = re.compile(_KEY + r"(?:=|:=)(?!=)\s*\S")  # not ``pkg==1.2`` pins
+_COLON_RE = re.compile(_KEY + r":(?!:)\s*\S")
+#: Ticket-like ids, URLs, paths with a slash, long numbers and decimals.
+_ID_RE = re.compile(
+    r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://|(?:^|\s)(?:~|\.{1,2})?/[\w.\-]+/"
+)
+_NUM_RE = re.compile(r"\d")
+#: Lines that look like code or markup rather than facts.
+_NOISE_RE = re.compile(r"^\s*(?:#|//|import |from |def |class |return |if |for |while |\{|\}|<)")
+
+DEFAULT_LIMIT = 6
+DEFAULT_MAX_CHARS = 480
+_WIDTH = 160
+_SCAN_LINES = 4_000  # bound the scan of very long texts (head and tail are scanned)
+
+
+def _score(line: str) -> int | None:
+    """0: ``key = value`` with a number or an id; 1: ``key: value`` with one, or a line with
+    an id or URL; 2: other key/value lines; ``None``: not a fact line."""
+    if _NOISE_RE.match(line):
+        return None
+    eq = _EQ_RE.match(line) is not None
+    colon = not eq and _COLON_RE.match(line) is not None
+    data = _ID_RE.search(line) is not None or _NUM_RE.search(line) is not None
+    if eq and data:
+        return 0
+    if (colon and data) or _ID_RE.search(line):
+        return 1
+    return 2 if eq or colon else None
+
+
+def fact_lines(
+    text: str,
+    *,
+    limit: int = DEFAULT_LIMIT,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    best_only: bool = False,
+) -> list[str]:
+    """Up to ``limit`` lines of ``text`` that carry facts, best first, in text order.
+
+    With ``best_only``, only ``key = value`` lines that carry a number or an id.
+
+    Example:
+        >>> fact_lines("Looking up the order...\\norder_id = QX-4821\\nstatus: shipped\\nbye")
+        ['order_id = QX-4821', 'status: shipped']
+    """
+    lines = text.splitlines()
+    if len(lines) > _SCAN_LINES:
+        half = _SCAN_LINES // 2
+        lines = lines[:half] + lines[-half:]
+    scored: list[tuple[int, int, str]] = []
+    seen: set[str] = set()
+    for pos, raw in enumerate(lines):
+        line = raw.strip()
+        if not line or line in seen:
+            continue
+        score = _score(line)
+        if score is None or (best_only and score > 0):
+            continue
+        seen.add(line)
+        scored.append((score, pos, line[:_WIDTH]))
+    chosen: list[tuple[int, str]] = []
+    used = 0
+    for _score_value, pos, line in sorted(scored):
+        if len(chosen) >= limit or used + len(line) > max_chars:
+            break
+        chosen.append((pos, line))
+        used += len(line) + 3
+    return [line for _pos, line in sorted(chosen)]
+
+
+def result_gist(text: str, *, limit: int = 3) -> list[str]:
+    """The lines a summary should keep of one tool result, most important first: the last
+    line (where commands report their outcome), then ``key = value`` lines with data.
+
+    Example:
+        >>> result_gist("$ make\\nbuilding...\\nlog noise\\nRESULT step=2 value=664579")
+        ['RESULT step=2 value=664579']
+    """
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return []
+    chosen = dict.fromkeys([lines[-1][:_WIDTH]])
+    for line in fact_lines(text, limit=limit, best_only=True):
+        if len(chosen) >= limit:
+            break
+        chosen.setdefault(line, None)
+    return list(chosen)
