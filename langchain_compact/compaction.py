@@ -463,12 +463,21 @@ def _steps(
     tail = plan.tail
     head = plan.head
     # Provider tokens per local token: from the newest usage report, else the last boundary.
-    scale = calibration(messages, counter=counter, tools=tools)
-    if scale is None:
+    measured = calibration(messages, counter=counter, tools=tools)
+    if measured is None:
         b, _kept = newest_boundary(messages)
-        previous = get_meta(messages[b]).get("calibration") if b >= 0 else None
-        scale = float(previous) if isinstance(previous, (int, float)) else 1.0
-    local_trigger = None if trigger is None else int(trigger / scale)
+        previous = get_meta(messages[b]) if b >= 0 else {}
+        measured = (
+            float(previous.get("calibration", 1.0)),
+            int(previous.get("overhead", 0)),
+        )
+    scale, overhead = measured
+
+    def local(tokens: int | None) -> int | None:
+        """A context size in the provider's tokens, as a local count."""
+        return None if tokens is None else int((tokens - overhead) / scale)
+
+    local_trigger = local(trigger)
 
     def room(kept: list[BaseMessage]) -> int | None:
         """Local tokens left under the trigger for the new summary, beside what is kept."""
@@ -535,7 +544,7 @@ def _steps(
 
     if local_trigger is not None and size() >= local_trigger:
         tail = yield from _slim_tail(tail, config, archive, thread_id, counter)
-    local_fit = None if config.fit_tokens is None else int(config.fit_tokens / scale)
+    local_fit = local(config.fit_tokens)
     if local_fit is not None and size() > local_fit:
         # The next call would not fit: every read result in the tail goes, and as the last
         # resort the unread ones are digested, largest first.
@@ -545,26 +554,29 @@ def _steps(
             tail = yield from _slim_tail(
                 tail, config, archive, thread_id, counter, keep=0, unread_need=need
             )
-    # Only compactions forced by the trigger count toward the thrash guard; one that folds
-    # cleared results in under the trigger is routine.
     cause = "trigger" if trigger is None or tokens_before >= trigger else "fold"
-    streak = (
-        info.refill_streak + 1 if cause == "trigger" and info.count and info.turns_since <= 1 else 0
-    )
     meta: dict[str, Any] = {
         "index": index,
         "archive_ref": ref,
         "span_ids": [m.id for m in plan.span],
         "kept_ids": [m.id for m in tail if m.id is not None],
         "turns_since_previous": info.turns_since,
-        "refill_streak": streak,
         "summarizer": used,
         "tokens_before": tokens_before,
         "cause": cause,
         "calibration": round(scale, 4),
+        "overhead": overhead,
     }
     draft = [*head, _summary_message(body, config, plan.span, **meta), *tail]
-    tokens_after = round((counter(draft) + extra) * scale)
+    tokens_after = round((counter(draft) + extra) * scale) + overhead
+    # The thrash guard counts compactions in a row that refill within one model turn and
+    # could not get under the trigger: no progress. A compaction that gets under it is
+    # progress even when a large new result refills the context right after (a small
+    # window), and one that folds cleared results in under the trigger is routine.
+    stuck = cause == "trigger" and trigger is not None and tokens_after >= trigger
+    meta["refill_streak"] = (
+        info.refill_streak + 1 if stuck and info.count and info.turns_since <= 1 else 0
+    )
     summary = _summary_message(body, config, plan.span, **meta, tokens_after=tokens_after)
     new = [*head, summary, *tail]
     kept = {m.id for m in new}

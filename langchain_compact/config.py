@@ -150,8 +150,10 @@ class CompactionConfig:
     no cap, so a long task can outlive many windows; the thrash guard still applies."""
 
     thrash_limit: int = DEFAULT_THRASH_LIMIT
-    """Stop after this many compactions in a row that leave the context over the trigger or
-    see it refill within one model turn (always on; default 3)."""
+    """Stop after this many compactions in a row that could not get the context under the
+    trigger and saw it refill within one model turn: no progress (always on; default 3). A
+    compaction that gets under the trigger is progress, even when the next large result
+    fills a small window again."""
 
     cooldown_turns: int = 0
     """After a full compaction, this many model turns run with micro-compaction only

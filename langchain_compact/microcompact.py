@@ -243,6 +243,8 @@ def clear_tool_results(
         [True, False, False, False, False]
     """
     template = placeholder or (DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER)
+    for i, m in enumerate(messages):
+        _check_message(m, i)
     plan = _clear_candidates(messages, keep=keep, min_chars=min_chars, exclude=exclude_tools)
     names = tool_names(messages)
     anchor = _usage_anchor(messages)

@@ -362,12 +362,12 @@ def context_tokens(
         910
     """
     boundary, stale_ids = newest_boundary(messages)
-    scale = _boundary_calibration(messages, boundary)
+    scale, overhead = _boundary_calibration(messages, boundary)
     found = _fresh_anchor(messages, boundary, stale_ids)
     if (
         found is not None
         and verify_anchor
-        and calibration(messages, counter=counter, tools=tools) is None
+        and not anchor_describes(messages, counter=counter, tools=tools)
     ):
         found = None
     if found is not None:
@@ -383,7 +383,7 @@ def context_tokens(
             total += counter.count_tools(tools)
         else:
             total += approximate_tokens([], tools=tools)
-    return round(total * scale)
+    return round(total * scale) + overhead
 
 
 def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
@@ -394,18 +394,23 @@ def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
     )
 
 
-#: Bounds of a calibration ratio (reported tokens / local count): outside them the usage
-#: report is taken to describe a different list, not a different tokenizer.
-CALIBRATION_BOUNDS = (0.6, 4.0)
+#: A usage report whose input is below this share of the local count of the same messages
+#: describes another list (an LCEL chain's compacted copy), not another tokenizer.
+MIN_REPORTED_SHARE = 0.6
+#: Provider tokens per local token are taken within these bounds (tokenizers differ by
+#: well under 1.5x on text); the rest of a larger gap is fixed overhead the local count
+#: cannot see (tool schemas, chat templates), added as a constant.
+RATIO_BOUNDS = (0.7, 1.5)
 
 
-def _boundary_calibration(messages: Sequence[BaseMessage], boundary: int) -> float:
+def _boundary_calibration(messages: Sequence[BaseMessage], boundary: int) -> tuple[float, int]:
     if boundary < 0:
-        return 1.0
-    value = get_meta(messages[boundary]).get("calibration")
-    if isinstance(value, (int, float)) and CALIBRATION_BOUNDS[0] <= value <= CALIBRATION_BOUNDS[1]:
-        return float(value)
-    return 1.0
+        return 1.0, 0
+    meta = get_meta(messages[boundary])
+    ratio, overhead = meta.get("calibration"), meta.get("overhead", 0)
+    if not isinstance(ratio, (int, float)) or not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
+        return 1.0, 0
+    return float(ratio), int(overhead) if isinstance(overhead, int) and overhead > 0 else 0
 
 
 def _fresh_anchor(
@@ -435,13 +440,15 @@ def calibration(
     *,
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
-) -> float | None:
-    """How many provider tokens one local token is worth in this thread.
+) -> tuple[float, int] | None:
+    """How the provider's count of this thread's input relates to the local count.
 
-    The newest usage report's ``input_tokens`` against the local count of the input it
-    describes (the messages before it, as they were sent, plus the tool schemas). ``None``
-    when there is no report, or when the ratio is outside :data:`CALIBRATION_BOUNDS` (the
-    report then describes another list, e.g. a compacted copy made by an LCEL chain).
+    From the newest usage report: ``input_tokens`` against the local count of the input it
+    describes (the messages before it as they were sent, plus the tool schemas). Returns
+    ``(ratio, overhead)``: provider tokens per local token, within :data:`RATIO_BOUNDS`,
+    and a fixed number of tokens the local count cannot see (tool schemas the counter was
+    not given, chat templates). ``None`` when there is no report or it cannot describe
+    this list (see :func:`anchor_describes`).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -449,9 +456,24 @@ def calibration(
         >>> local = approximate_tokens(history)
         >>> ai = AIMessage("ok", usage_metadata={"input_tokens": int(local * 1.4),
         ...     "output_tokens": 1, "total_tokens": 0})
-        >>> round(calibration([*history, ai]), 1)
-        1.4
+        >>> ratio, overhead = calibration([*history, ai])
+        >>> round(ratio, 1), overhead
+        (1.4, 0)
     """
+    found = _reported_and_local(messages, counter, tools)
+    if found is None:
+        return None
+    reported, local = found
+    if reported < MIN_REPORTED_SHARE * local:
+        return None
+    low, high = RATIO_BOUNDS
+    ratio = min(high, max(low, reported / local))
+    return ratio, max(0, round(reported - ratio * local))
+
+
+def _reported_and_local(
+    messages: Sequence[BaseMessage], counter: TokenCounter, tools: Sequence[Any] | None
+) -> tuple[int, int] | None:
     boundary, stale_ids = newest_boundary(messages)
     found = _fresh_anchor(messages, boundary, stale_ids)
     if found is None:
@@ -468,9 +490,7 @@ def calibration(
         )
     if reported <= 0 or local <= 0:
         return None
-    ratio = reported / local
-    low, high = CALIBRATION_BOUNDS
-    return ratio if low <= ratio <= high else None
+    return reported, local
 
 
 def anchor_describes(
@@ -479,12 +499,12 @@ def anchor_describes(
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
 ) -> bool:
-    """Whether the newest usage report can describe ``messages`` as given (see
-    :func:`calibration`); ``True`` when there is no report."""
-    boundary, stale_ids = newest_boundary(messages)
-    if _fresh_anchor(messages, boundary, stale_ids) is None:
-        return True
-    return calibration(messages, counter=counter, tools=tools) is not None
+    """Whether the newest usage report can describe ``messages`` as given: its input is at
+    least :data:`MIN_REPORTED_SHARE` of the local count of the messages before it. ``True``
+    when there is no report. A chain that compacts before its model gets replies whose
+    usage describes the compacted copy; handed the raw history back, they cannot anchor."""
+    found = _reported_and_local(messages, counter, tools)
+    return found is None or found[0] >= MIN_REPORTED_SHARE * found[1]
 
 
 _TIKTOKEN_URLS = {

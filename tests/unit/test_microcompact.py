@@ -332,6 +332,7 @@ def test_list_content_results_are_cleared_by_text() -> None:
         tool_call_id="c1",
         name="shot",
     )
-    out = clear_tool_results([call, result], keep=0)
+    read = AIMessage("looked at it")  # the model has read the result
+    out = clear_tool_results([call, result, read], keep=0)
     assert isinstance(out[1].content, str) and "shot" in out[1].content
     validate_history(out)

@@ -458,6 +458,7 @@ def test_context_tokens_credits_results_cleared_after_anchor() -> None:
         *_tool_round("c1", big),
         AIMessage("read it", id="anchor", usage_metadata=usage(5_000, 40)),
         *_tool_round("c2", "short"),
+        AIMessage("next", id="ai-next"),  # the model has read both results
     ]
     cleared = clear_tool_results(msgs, keep=1, counter=counter)
     assert cleared[2] != msgs[2]
@@ -467,7 +468,7 @@ def test_context_tokens_credits_results_cleared_after_anchor() -> None:
     assert context_tokens(cleared, counter=counter) == 5_040 - saved + counter(rest)
 
     # Cleared *before* the anchor was produced: the usage already reflects the placeholder.
-    early = clear_tool_results(msgs[:3], keep=0, counter=counter)
+    early = clear_tool_results([*msgs[:3], AIMessage("read", id="r")], keep=0, counter=counter)
     later = [*early, msgs[3], *msgs[4:]]
     assert context_tokens(later, counter=counter) == 5_040 + counter(msgs[4:])
 
