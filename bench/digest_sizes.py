@@ -5,12 +5,15 @@ without native tool calls, every user observation over 5,000 characters after th
 reports the structure :func:`~langchain_compact._digest.detect_structure` finds, the digest
 size against the original at ``max_chars=2,000``, the time per digest, and how many of the
 result's salient items (numbers, ids, paths, URLs) the digest keeps against a head + tail cut
-of the same size. ``--max-chars N`` changes the bound.
+of the same size. Then synthetic results where the fact that matters sits where a head + tail
+cut drops it (the largest record last or in the middle, errors mid-log): is it kept?
+``--max-chars N`` changes the bound.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -30,6 +33,24 @@ def _head_tail(text: str, chars: int) -> str:
 
 def _kept(items: list[str], shown: str) -> int:
     return sum(1 for item in items if item in shown)
+
+
+def _synthetic() -> list[tuple[str, str, str]]:
+    """(case, text, the fact a reader must find) for the seed's head + tail worry."""
+    wide = [{"amount": 10 + i % 900, "id": f"ORD-{i}", "note": "x " * 800} for i in range(2_000)]
+    wide[-1]["amount"] = 99_999
+    mid = [{"amount": 10 + i % 900, "id": f"ORD-{i}"} for i in range(2_000)]
+    mid[1_000]["amount"] = 99_999
+    log = [f"2024-05-01 10:00:{i % 60:02d} INFO GET /api/{i} 200" for i in range(3_000)]
+    log[1_700] = "2024-05-01 10:28:20 ERROR payment PAY-1700 timed out"
+    csv = ["id,units,price"] + [f"{i},{i % 40},{10 + i % 90}" for i in range(3_000)]
+    csv[1_500] = "1499,7,99999"
+    return [
+        ("JSON, 2,000 wide records, max in the last", json.dumps(wide), "99,999"),
+        ("JSON, 2,000 records, max in the middle", json.dumps(mid), "99,999"),
+        ("log, 3,000 lines, one error mid-log", "\n".join(log), "PAY-1700"),
+        ("CSV, 3,000 rows, max mid-table", "\n".join(csv), "99,999"),
+    ]
 
 
 def main() -> None:
@@ -72,6 +93,16 @@ def main() -> None:
             f"| {sum(r[4] for r in group) / items:.0%} | {sum(r[5] for r in group) / items:.0%} "
             f"| {statistics.mean(r[2] for r in group):.1f} ({max(r[2] for r in group):.1f}) |"
         )
+    print("\n| synthetic result | chars | digest keeps the fact | head + tail keeps it | ms |")
+    print("|---|---|---|---|---|")
+    for case, text, fact in _synthetic():
+        start = time.perf_counter()
+        digest = structured_digest(text, max_chars=bound)
+        elapsed = (time.perf_counter() - start) * 1000
+        plain = fact.replace(",", "")
+        cut = _head_tail(text, bound)
+        kept = plain in cut or fact in cut
+        print(f"| {case} | {len(text):,} | {fact in digest} | {kept} | {elapsed:.0f} |")
 
 
 if __name__ == "__main__":

@@ -219,6 +219,7 @@ def structured_digest(text: str, *, max_chars: int, header_note: str = "") -> st
         The digest; never longer than ``max_chars``.
 
     Raises:
+        TypeError: If ``text`` is not a string.
         ConfigError: If ``max_chars`` is negative.
 
     Example:
@@ -230,6 +231,8 @@ def structured_digest(text: str, *, max_chars: int, header_note: str = "") -> st
         >>> "max 5,000 [#500]" in out and len(out) <= 600
         True
     """
+    if not isinstance(text, str):
+        raise TypeError(f"structured_digest takes a str, got {type(text).__name__}.")
     if not isinstance(max_chars, int) or max_chars < 0:
         raise ConfigError(f"max_chars={max_chars!r} must be an integer >= 0.")
     if len(text) <= max_chars:

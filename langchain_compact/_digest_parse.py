@@ -38,7 +38,12 @@ _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?
 
 
 def parse_number(cell: str) -> int | float | None:
-    """The number a table cell holds (``1,234.5`` included), or ``None``."""
+    """The number a table cell holds (``1,234.5`` included), or ``None``.
+
+    Example:
+        >>> parse_number(" 1,234.5 "), parse_number("42"), parse_number("nan")
+        (1234.5, 42, None)
+    """
     cell = cell.strip()
     if not cell or len(cell) > 40 or not any(c.isdigit() for c in cell):
         return None
@@ -52,7 +57,12 @@ def parse_number(cell: str) -> int | float | None:
 
 
 def number_text(value: float) -> str:
-    """``value`` with thousands separators (``1,234``, ``0.5``); never raises."""
+    """``value`` with thousands separators; never raises.
+
+    Example:
+        >>> number_text(1234567), number_text(2.0), number_text(0.125), number_text(10**40)
+        ('1,234,567', '2', '0.125', '1.000000e+40')
+    """
     try:
         if isinstance(value, int):
             return f"{value:,}" if abs(value) < 10**30 else f"{float(value):.6e}"
@@ -149,10 +159,10 @@ class Field:
 def field_line(name: str, stats: Field, records: int) -> str:
     """``- price: number in 2,000/2,000; min 1 [#3], max 99 [#2,000], sum ..., mean ...``."""
     types = stats.types
-    kinds = (
-        next(iter(types)) if len(types) == 1 else ", ".join(f"{k} {v:,}" for k, v in types.items())
-    )
-    parts = [f"- {name[:60]}: {kinds} in {stats.present:,}/{records:,}"]
+    kinds = ", ".join(f"{k} {v:,}" for k, v in types.items()) if len(types) > 1 else ""
+    kinds = kinds or next(iter(types), "no values")
+    name = " ".join(name[:60].split())  # a key with line breaks stays on one line
+    parts = [f"- {name}: {kinds} in {stats.present:,}/{records:,}"]
     if stats.numbers and stats.low is not None and stats.high is not None:
         try:
             mean = number_text(round(stats.total / stats.numbers, 4))

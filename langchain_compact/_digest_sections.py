@@ -14,7 +14,12 @@ Lines = list[tuple[int, str]]
 
 
 def clip(text: str, width: int, *, middle: bool = False) -> str:
-    """``text`` on one line, at most ``width`` characters (cut in the middle if asked)."""
+    """``text`` on one line, at most ``width`` characters (cut in the middle if asked).
+
+    Example:
+        >>> clip("a\\nb" + "c" * 50, 20), clip("head " + "x" * 50 + " tail", 25, middle=True)
+        ('a bcccccccccccccc...', 'head xxxxxxxx ... xx tail')
+    """
     text = scrub(text).replace("\r", "").replace("\n", " ")
     if len(text) <= width:
         return text

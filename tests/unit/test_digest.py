@@ -213,6 +213,8 @@ def test_text_that_fits_is_returned_unchanged_and_bad_bounds_are_refused() -> No
     assert structured_digest("x" * 50, max_chars=0) == ""
     with pytest.raises(ConfigError, match="max_chars=-1 must be an integer >= 0"):
         structured_digest("x", max_chars=-1)
+    with pytest.raises(TypeError, match="takes a str, got list"):
+        structured_digest(["x"], max_chars=5)  # type: ignore[arg-type]
 
 
 JSON_VALUES = st.recursive(
