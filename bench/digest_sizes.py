@@ -4,8 +4,8 @@ For every tool result over 5,000 characters in the shared transcripts (and, for 
 without native tool calls, every user observation over 5,000 characters after the task), it
 reports the structure :func:`~langchain_compact._digest.detect_structure` finds, the digest
 size against the original at ``max_chars=2,000``, the time per digest, and how many of the
-result's salient items (numbers, ids, paths, URLs) the digest keeps against a head + tail cut
-of the same size. Then synthetic results where the fact that matters sits where a head + tail
+result's identifiers, paths, URLs and hashes the digest keeps against a head + tail cut of the
+same size. Then synthetic results where the fact that matters sits where a head + tail
 cut drops it (the largest record last or in the middle, errors mid-log): is it kept?
 ``--max-chars N`` changes the bound.
 """
@@ -22,7 +22,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 
 from bench.workloads import load_transcripts
 from langchain_compact._digest import detect_structure, structured_digest
-from langchain_compact._render import salient_items, tool_result_text
+from langchain_compact._render import salient_items, salient_rank, tool_result_text
 
 LARGE = 5_000
 
@@ -73,14 +73,15 @@ def main() -> None:
             digest = structured_digest(text, max_chars=bound)
             elapsed = (time.perf_counter() - start) * 1000
             assert len(digest) <= bound
-            items = salient_items(text)
+            items = [i for i in salient_items(text) if salient_rank(i) < 3]  # not bare numbers
             cut = _head_tail(text, len(digest))
             row = (len(text), len(digest), elapsed, len(items))
             rows[detect_structure(text)].append((*row, _kept(items, digest), _kept(items, cut)))
     print(f"large results (> {LARGE:,} chars): {dict(sources)}; max_chars={bound:,}")
     print(
         "| structure | n | mean original chars | mean digest chars | digest/original "
-        "| salient items kept: digest | head+tail of the same size | ms per digest (max) |"
+        "| ids, paths, URLs, hashes kept: digest | head + tail of the same size "
+        "| ms per digest (max) |"
     )
     print("|---|---|---|---|---|---|---|---|")
     everything = [r for group in rows.values() for r in group]

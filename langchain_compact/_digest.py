@@ -88,6 +88,10 @@ def _header(what: str, text: str, note: str) -> str:
 
 _ERROR_RE = re.compile(r"(?i:\b(?:error|exception|failed|failure|fatal|panic|traceback)\b)|Error\b")
 _LABELLED_RE = re.compile(r"^\s*[A-Za-z][\w .\-]{0,40}[:=]\s*[-+$]?\d")
+_PATH_RE = re.compile(
+    r"(?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]+)+"
+    r"|\b[\w\-]+\.(?:py|js|ts|rs|go|c|h|cc|cpp|java|json|yaml|yml|toml|md|txt|csv|sql|sh)\b"
+)
 _LINE_NO_RE = re.compile(r"^\s*\d+(?:\t|: ?)")
 _DEF_RE = re.compile(
     r"(?:(?:pub|export|async|static|public|private|protected|final|abstract|override)\s+)*"
@@ -115,13 +119,14 @@ def _is_definition(line: str) -> bool:
 
 def _key_rank(line: str, keyed: set[str], code: bool) -> int | None:
     """0 identifiers / URLs; 1 errors (definitions in code); 2 definitions (errors in code);
-    3 labelled numbers; None for other lines."""
+    3 labelled numbers and paths; None for other lines."""
     if line.strip()[:200] in keyed:
         return 0
     error, definition = bool(_ERROR_RE.search(line[:300])), _is_definition(line)
     if error or definition:
         return 1 if (definition if code else error) else 2
-    return 3 if _LABELLED_RE.match(line[:300]) else None
+    head = line[:300]
+    return 3 if _LABELLED_RE.match(head) or _PATH_RE.search(head) else None
 
 
 def _text_kind(lines: list[str]) -> Structure:

@@ -34,6 +34,7 @@ def scrub(text: str) -> str:
     return _BLOB_RE.sub(_blob, text)
 
 
+_DIGIT_RE = re.compile(r"\d")
 _NUMBER_RE = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -45,9 +46,11 @@ def parse_number(cell: str) -> int | float | None:
         (1234.5, 42, None)
     """
     cell = cell.strip()
-    if not cell or len(cell) > 40 or not any(c.isdigit() for c in cell):
+    if len(cell) > 40:
         return None
-    if not _NUMBER_RE.fullmatch(cell):
+    if cell.isdigit() and cell.isascii():  # the common case, without a regex
+        return int(cell)
+    if not _NUMBER_RE.fullmatch(cell) or not _DIGIT_RE.search(cell):
         return None
     cell = cell.replace(",", "")
     try:

@@ -204,6 +204,13 @@ def _log_lines(
 
 
 def describe(kind: str, payload: Any, max_chars: int) -> tuple[str | None, Lines]:
+    """What the parsed ``payload`` of a ``kind`` is, and its digest lines (``None`` and no
+    lines for plain text, which the caller digests itself).
+
+    Example:
+        >>> describe("json", ([{"n": 1}, {"n": 5}], 0), 500)[0]
+        'a JSON array: 2 records'
+    """
     if kind in ("json", "jsonl"):
         value, bad = payload
         return _json_lines(value, bad, kind == "jsonl", max_chars)

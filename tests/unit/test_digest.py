@@ -150,11 +150,12 @@ def test_plain_text_keeps_head_tail_and_key_lines_of_the_middle() -> None:
     filler[150] = "The incident is tracked as INC-4821 at https://status.example.com/i/4821"
     filler[250] = "Traceback: ValueError raised in the parser"
     filler[300] = "total: 1234 widgets"
+    filler[350] = "wrote the report to /srv/reports/q3/summary.csv"
     text = "START of the report\n" + "\n".join(filler) + "\nEND of the report"
     out = structured_digest(text, max_chars=1_500)
     assert out.startswith("[digest of text: 402 lines;") and len(out) <= 1_500
     assert "START of the report" in out and out.endswith("END of the report")
-    for line in (filler[150], filler[250], filler[300]):
+    for line in (filler[150], filler[250], filler[300], filler[350]):
         assert line in out
 
 
