@@ -10,12 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _data import all_trajectories, load_trajectory
 from _scenarios import ScriptedChatModel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import FakeListChatModel, GenericFakeChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langchain_compact import _digest, _digest_parse, _digest_sections, _render
 from langchain_compact._digest import detect_structure, llm_digest, structured_digest
@@ -168,6 +169,21 @@ def test_code_digest_lists_definitions_of_the_middle() -> None:
     assert out.startswith("[digest of code: 600 lines;")
     for name in ("alpha", "beta", "gamma"):
         assert f"def {name}(value):" in out
+
+
+def test_transcripts_large_results_are_digested_within_the_bound() -> None:
+    """Every tool result or observation over 5,000 characters in the shared transcripts."""
+    kinds: dict[str, int] = {}
+    for path in all_trajectories():
+        messages = load_trajectory(path)
+        for msg in messages[2:]:  # after the system prompt and the task
+            if isinstance(msg, (ToolMessage, HumanMessage)) and len(str(msg.content)) > 5_000:
+                text = str(msg.content)
+                out = structured_digest(text, max_chars=2_000, header_note="archived")
+                assert len(out) <= 2_000 and out.startswith("[digest of ")
+                assert out.splitlines()[0].endswith(f"{len(text):,} chars; archived]")
+                kinds[detect_structure(text)] = kinds.get(detect_structure(text), 0) + 1
+    assert kinds == {"code": 10, "json": 1, "text": 10}, kinds
 
 
 # --- robustness --------------------------------------------------------------------------
