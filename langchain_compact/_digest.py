@@ -87,6 +87,7 @@ def _header(what: str, text: str, note: str) -> str:
 # --- plain text and code --------------------------------------------------------------
 
 _ERROR_RE = re.compile(r"(?i:\b(?:error|exception|failed|failure|fatal|panic|traceback)\b)|Error\b")
+_ERROR_WORDS = ("error", "exception", "fail", "fatal", "panic", "traceback")
 _LABELLED_RE = re.compile(r"^\s*[A-Za-z][\w .\-]{0,40}[:=]\s*[-+$]?\d")
 _PATH_RE = re.compile(
     r"(?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]+)+"
@@ -122,10 +123,12 @@ def _key_rank(line: str, keyed: set[str], code: bool) -> int | None:
     3 labelled numbers and paths; None for other lines."""
     if line.strip()[:200] in keyed:
         return 0
-    error, definition = bool(_ERROR_RE.search(line[:300])), _is_definition(line)
+    head = line[:300]
+    low = head.lower()  # substring tests first: a regex search per line is the slow part
+    error = any(w in low for w in _ERROR_WORDS) and bool(_ERROR_RE.search(head))
+    definition = _is_definition(line)
     if error or definition:
         return 1 if (definition if code else error) else 2
-    head = line[:300]
     return 3 if _LABELLED_RE.match(head) or _PATH_RE.search(head) else None
 
 
@@ -146,11 +149,15 @@ def _key_lines(text: str, start: int, end: int, budget: int, code: bool) -> list
     """Key lines of ``text[start:end]`` as ``(offset, clipped line)``, best first, within
     ``budget`` characters (one newline each)."""
     lines = text[start:end].splitlines(keepends=True)
-    keyed = set(key_lines("".join(lines), limit=len(lines), width=200))
+    filled = "".join(ln for ln in lines if not ln.isspace())
+    keyed = set(key_lines(filled, limit=len(lines), width=200))
     ranked: list[list[tuple[int, str]]] = [[], [], [], []]
     seen: set[str] = set()
     offset = start
     for line in lines:
+        if line.isspace():
+            offset += len(line)
+            continue
         rank = _key_rank(line, keyed, code)
         if rank is not None and len(ranked[rank]) < 400 and line not in seen:
             seen.add(line)

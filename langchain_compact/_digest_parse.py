@@ -305,6 +305,9 @@ def _log(text: str) -> tuple[str, Any] | None:
     marked = filled = 0
     for line in lines:
         head = line[:200]
+        if not head or head.isspace():
+            levels.append(None)
+            continue
         level = _LEVEL_RE.search(head)
         stamp = _STAMP_RE.match(head)
         if stamp:
@@ -312,7 +315,7 @@ def _log(text: str) -> tuple[str, Any] | None:
         found = None if level is None else (level.group(1) or level.group(2) or level.group(3))
         levels.append(None if found is None else found.upper().replace("WARNING", "WARN"))
         marked += bool(level or stamp)
-        filled += bool(head.strip())
+        filled += 1
     if filled < 3 or marked < max(3, 0.3 * filled):
         return None
     return "log", (lines, levels, [first, last] if first else [])
