@@ -181,8 +181,9 @@ def repair_report(messages: Sequence[BaseMessage]) -> HistoryRepair:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
         >>> def ai(cid):
         ...     return AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": cid}])
-        >>> fixed = repair_report([HumanMessage("go"), ai("c1"), ToolMessage("a", tool_call_id="c1"),
-        ...                        ai("c1"), ToolMessage("b", tool_call_id="c1")])
+        >>> def res(text):
+        ...     return ToolMessage(text, tool_call_id="c1")
+        >>> fixed = repair_report([HumanMessage("go"), ai("c1"), res("a"), ai("c1"), res("b")])
         >>> [c.action for c in fixed.changes], fixed.messages[4].tool_call_id
         (['renamed', 're-paired'], 'c1_dup3')
     """

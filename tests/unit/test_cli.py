@@ -233,6 +233,7 @@ def test_compact_twice_keeps_the_first_summary(
         *load_transcript(first),
         AIMessage("", tool_calls=[{"name": "execute_bash", "args": {"cmd": "ls"}, "id": "x1"}]),
         ToolMessage("file\n" * 200, tool_call_id="x1"),
+        *[AIMessage(f"note {k}: " + "the build log shows nothing new. " * 80) for k in range(4)],
         AIMessage("done"),
     ]
     dump_transcript(extended, tmp_path / "ext.jsonl", "openai")
@@ -327,7 +328,7 @@ def test_invalid_history_offers_repair(tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = run(capsys, "inspect", path)
     assert_one_line_error(code, err, "line 2:", "orphan result", "--repair")
     code, out, err = run(capsys, "inspect", path, "--repair", "--json")
-    assert code == 0 and "--repair fixed" in err
+    assert code == 0 and "--repair changed" in err and "line 2: dropped" in err
     assert json.loads(out)["messages"] == 2
     out_file = tmp_path / "o.jsonl"
     code, _, _ = run(capsys, "compact", path, "-o", out_file, "--repair", "--archive", tmp_path)
@@ -391,3 +392,224 @@ def test_inspect_accepts_a_run_that_ends_mid_call(capsys: pytest.CaptureFixture[
     code, out, err = run(capsys, "inspect", path, "--window", "8000", "--json")
     assert code == 0, err
     assert json.loads(out)["messages"] == len(path.read_text().splitlines())
+
+
+# --------------------------------------------------------------------------- issue 12
+
+
+def _refs(archive_dir: Path, thread: str) -> list[str]:
+    return JsonlArchive(archive_dir).refs(thread_id=thread)
+
+
+def _long_run(path: Path, *, extra: Any = ()) -> Path:
+    """A tool-calling run long enough that compaction shrinks it."""
+    lines: list[Any] = [{"role": "user", "content": "Task: fix the build (code ZX-41)."}]
+    for k in range(8):
+        call = {"id": f"c{k}", "type": "function"}
+        call["function"] = {"name": "sh", "arguments": json.dumps({"cmd": f"make {k}"})}
+        lines.append({"role": "assistant", "content": f"step {k}", "tool_calls": [call]})
+        lines.append({"role": "tool", "tool_call_id": f"c{k}", "content": f"log {k} " * 400})
+    return write_lines(path, *lines, *extra)
+
+
+def test_compact_onto_its_own_input_with_a_lone_surrogate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 1: the output used to be a 0-byte file after a UnicodeEncodeError."""
+    path = _long_run(tmp_path / "run.jsonl", extra=[{"role": "assistant", "content": "ok \ud800"}])
+    assert "\\ud800" in path.read_text()  # written as a JSON escape, as a real tool would
+    code, out, err = run(capsys, "compact", path, "-o", path, "--archive", tmp_path / "a")
+    assert code == 0, err
+    assert "lone surrogates" in err and "line 18" in err
+    back = load_transcript(path)
+    validate_history(back)
+    assert back[-1].content == "ok \ud800"  # read back identically
+    assert len(back) < 18 and "wrote" in out
+
+
+def _fail_writes_under(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk under ``folder``: fsync of any file there fails with ENOSPC."""
+    import errno
+    import os
+
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder)):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_a_failed_write_leaves_the_input_intact_and_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Items 1 and 19: a full disk used to leave a truncated file, and say "(None)"."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    path = _long_run(data_dir / "run.jsonl")
+    original = path.read_bytes()
+    _fail_writes_under(data_dir, monkeypatch)
+    code, _, err = run(capsys, "compact", path, "-o", path, "--archive", tmp_path / "a")
+    assert_one_line_error(code, err, f"{path}: cannot write the output", "left as it was")
+    assert "None" not in err
+    assert path.read_bytes() == original
+    assert [p.name for p in data_dir.iterdir()] == ["run.jsonl"]  # no temp file left
+
+
+def test_a_full_archive_disk_names_the_folder_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _long_run(tmp_path / "run.jsonl")
+    out_file = tmp_path / "out.jsonl"
+    _fail_writes_under(tmp_path / "a", monkeypatch)
+    code, _, err = run(capsys, "compact", path, "-o", out_file, "--archive", tmp_path / "a")
+    assert_one_line_error(code, err, str(tmp_path / "a"), "No space left on device")
+    assert "(None)" not in err
+    assert not out_file.exists()
+    assert _refs(tmp_path / "a", "run") == []
+
+
+def test_a_failure_mid_compaction_leaves_no_archive_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 3: a failing compact used to leave archive records behind."""
+    from langchain_compact import _cli_compact
+
+    real = _cli_compact.compact_history
+
+    def fails_after_archiving(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        raise RuntimeError("the summarizer went away")
+
+    monkeypatch.setattr(_cli_compact, "compact_history", fails_after_archiving)
+    path = _long_run(tmp_path / "run.jsonl")
+    code, _, err = run(capsys, "compact", path, "-o", tmp_path / "o.jsonl", "--archive", tmp_path)
+    assert_one_line_error(code, err, "the summarizer went away")
+    assert _refs(tmp_path, "run") == []
+    assert [p.name for p in tmp_path.iterdir()] == ["run.jsonl"]  # no staging folder left
+
+
+def test_compact_keeps_a_pending_call_at_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 3: a run that ends mid-call used to exit 2 after writing two archive records."""
+    path = TRAJECTORY_DIR / "openhands__ponyc-4595__llama-4-maverick.jsonl"
+    original = load_transcript(path)
+    out_file = tmp_path / "o.jsonl"
+    argv = ["compact", path, "-o", out_file, "--archive", tmp_path / "a", "--window", "16000"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    compacted = load_transcript(out_file)
+    validate_history(compacted, allow_pending=True)
+    assert len(compacted) < len(original) and "full compaction: " in out
+    assert compacted[-1].tool_calls == original[-1].tool_calls  # type: ignore[attr-defined]
+    assert len(_refs(tmp_path / "a", path.stem)) == 2
+
+
+def test_repair_re_pairs_a_reused_call_id_and_archives_what_it_rewrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 2: the second `c1` result used to be replaced by "interrupted", unarchived."""
+
+    def call(name: str) -> dict[str, Any]:
+        return {"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+    path = write_lines(
+        tmp_path / "dup.jsonl",
+        USER,
+        {"role": "assistant", "content": "", "tool_calls": [call("ls")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "first real result"},
+        {"role": "assistant", "content": "", "tool_calls": [call("cat")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "second real result"},
+        {"role": "assistant", "content": "done"},
+    )
+    out_file = tmp_path / "o.jsonl"
+    argv = ["compact", path, "-o", out_file, "--archive", tmp_path / "a", "--repair"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "line 4: renamed: tool call id 'c1' (cat) was used before" in err
+    assert "line 5: re-paired" in err
+    back = load_transcript(out_file)
+    validate_history(back)
+    texts = {m.text for m in back} | {m.text for m in _archived(tmp_path / "a", "dup")}
+    assert {"first real result", "second real result"} <= texts
+    assert not any("interrupted" in t for t in texts)
+    assert "repair: 2 change(s)" in out
+    assert any(
+        m.id == "line-5" and m.tool_call_id == "c1" for m in _archived(tmp_path / "a", "dup")
+    )  # type: ignore[attr-defined]
+
+
+def test_repair_pairs_a_call_without_an_id_with_its_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = [
+        HumanMessage("go"),
+        AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": None}]),
+        ToolMessage("a.txt b.txt", tool_call_id="?"),
+        AIMessage("done"),
+    ]
+    path = tmp_path / "noid.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in messages_to_dict(messages)))
+    out_file = tmp_path / "o.jsonl"
+    argv = ["compact", path, "-o", out_file, "--archive", tmp_path / "a", "--repair"]
+    code, _, err = run(capsys, *argv)
+    assert code == 0, err
+    back = load_transcript(out_file)
+    validate_history(back)
+    assert [m.text for m in back if isinstance(m, ToolMessage)] == ["a.txt b.txt"]
+    assert "line 3: re-paired" in err
+
+
+def test_repair_of_a_lone_orphan_result_refuses_instead_of_writing_an_empty_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_lines(tmp_path / "o.jsonl", {"role": "tool", "content": "x", "tool_call_id": "z"})
+    out_file = tmp_path / "out.jsonl"
+    argv = ["compact", path, "-o", out_file, "--archive", tmp_path / "a", "--repair"]
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, "nothing is left after --repair", "nothing was written")
+    assert not out_file.exists() and not (tmp_path / "a").exists()
+
+
+def test_compact_does_not_write_a_bigger_history(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 19: a forced compaction under the trigger used to grow a short history."""
+    turns = [{"role": r, "content": f"{r} {k}"} for k in range(4) for r in ("user", "assistant")]
+    path = write_lines(tmp_path / "short.jsonl", *turns)
+    before = path.read_bytes()
+    out_file = tmp_path / "o.jsonl"
+    argv = ["--archive", tmp_path / "a", "--keep-last", "2"]
+    code, out, _ = run(capsys, "compact", path, "-o", out_file, *argv)
+    assert code == 0
+    assert "full compaction: not applied" in out and "would not make the history smaller" in out
+    assert [m.text for m in load_transcript(out_file)] == [t["content"] for t in turns]
+    assert "archive: nothing written" in out and _refs(tmp_path / "a", "short") == []
+    code, out, _ = run(capsys, "compact", path, "-o", path, *argv)
+    assert code == 0 and "nothing changed, the file was left as it was" in out
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\x85"])
+def test_the_reader_reads_what_the_writer_wrote(
+    char: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 16: splitlines() broke lines on U+2028 and friends inside JSON strings."""
+    messages = [HumanMessage(f"a{char}b"), AIMessage(f"c{char}d")]
+    for fmt in ("openai", "langchain"):
+        path = dump_transcript(messages, tmp_path / f"{fmt}.jsonl", fmt)  # type: ignore[arg-type]
+        assert [m.text for m in load_transcript(path)] == [f"a{char}b", f"c{char}d"]
+        code, out, err = run(capsys, "inspect", path, "--json")
+        assert code == 0, err
+        assert json.loads(out)["messages"] == 2
+
+
+def test_the_reader_accepts_crlf_line_ends(tmp_path: Path) -> None:
+    path = tmp_path / "crlf.jsonl"
+    path.write_bytes(
+        b'{"role": "user", "content": "hi"}\r\n{"role": "assistant", "content": "yo"}\r\n'
+    )
+    assert [m.text for m in load_transcript(path)] == ["hi", "yo"]
