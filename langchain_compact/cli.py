@@ -73,9 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a long dependent task offline, compacted (or truncated), and show the tokens",
         description="Run a long dependent task (each step needs the previous step's value; "
         "the report must begin with a code stated only in the original task) with a scripted "
-        "model that can only continue from what its context still shows. Shows a live line "
-        "per model turn, a per-turn table, a PNG plot (DIR/context.png) and a verdict. Exit "
-        "code 0 if the task finished, 1 if not.",
+        "model that can only continue from what its context still shows. Shows a line per "
+        "model turn as it runs (or, with --view table, a per-turn table at the end), a PNG "
+        "plot (DIR/context-STRATEGY.png) and a verdict. Exit code 0 if the task finished, "
+        "1 if not.",
     )
     demo.add_argument(
         "--steps",
@@ -100,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         default="demo-out",
         help="where the plot, the archive and the SQLite checkpoints go (./demo-out)",
+    )
+    demo.add_argument(
+        "--view",
+        choices=("live", "table"),
+        default="live",
+        help="live: a line per model turn as it runs (default); table: a per-turn table with "
+        "a token bar, printed at the end",
     )
     demo.add_argument("--seed", type=int, default=7, help="task seed (7)")
     _add_model_flags(demo, "run the task")
@@ -188,12 +196,22 @@ def _compact(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from langchain_compact._cli_report import (
+        fit,
         plot_context,
-        progress_line,
+        plot_path,
+        progress_lines,
         turn_table,
         verdict_lines,
     )
-    from langchain_compact._demo_run import DemoOptions, run_demo
+    from langchain_compact._demo_run import DemoOptions, Turn, run_demo
+
+    def say(line: str) -> None:
+        for part in fit(line):
+            print(part, flush=True)
+
+    def live(turn: Turn) -> None:
+        for line in progress_lines(turn):
+            print(line, flush=True)
 
     options = DemoOptions(
         out_dir=Path(args.out),
@@ -204,27 +222,23 @@ def _demo(args: argparse.Namespace) -> int:
         base_url=args.base_url,
         seed=args.seed,
     )
-    result = run_demo(
-        options,
-        on_turn=lambda turn: print(progress_line(turn), flush=True),
-        say=lambda line: print(line, flush=True),
-    )
+    result = run_demo(options, on_turn=live if args.view == "live" else None, say=say)
     print()
-    print(turn_table(result))
-    print()
+    if args.view == "table":
+        print(turn_table(result))
+        print()
     try:
-        png = plot_context(result, options.out_dir / "context.png")
-        print(f"plot: {png}")
+        say(f"plot: {plot_context(result, plot_path(options.out_dir, options.strategy))}")
     except ImportError:
-        print(
-            "plot: skipped, matplotlib is not installed "
-            "(pip install 'langchain-compact[demo]' to get DIR/context.png)"
+        say(
+            "plot: skipped, matplotlib is not installed (pip install 'langchain-compact[demo]' "
+            f"to get {plot_path(Path('DIR'), options.strategy)})"
         )
     if result.archive_dir is not None:
-        print(f"archive: {result.archive_dir} (thread {result.thread_id})")
-    print(f"checkpoints: {result.checkpoints}")
+        say(f"archive: {result.archive_dir} (thread {result.thread_id})")
+    say(f"checkpoints: {result.checkpoints}")
     for line in verdict_lines(result):
-        print(line)
+        say(line)
     return 0 if result.verdict.ok else 1
 
 

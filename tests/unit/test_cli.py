@@ -66,14 +66,61 @@ def test_demo_default_finishes_with_compactions_table_and_plot(
     assert "VERDICT: task finished: all 50 step values are correct" in out
     progress = [line for line in out.splitlines() if re.match(r"turn +\d+ ", line)]
     assert len(progress) >= 51
-    assert "compaction #1:" in out and "micro-compaction:" in out
+    assert "compaction #1:" in out and "micro: " in out
     assert "tool call: run_step step 1" in progress[0]
     assert "stop: final report" in progress[-1]
-    assert "before the call (cleared / summarised)" in out  # the per-turn table
-    png = tmp_path / "context.png"
+    png = tmp_path / "context-compact.png"
     assert png.read_bytes().startswith(PNG_MAGIC)
     assert (tmp_path / "checkpoints.sqlite").stat().st_size > 0
     assert list((tmp_path / "archive").rglob("transcript_*.jsonl"))
+
+
+def _unwrapped(out: str, prefix: str) -> str:
+    """The printed line starting with ``prefix``, with its indented continuation lines."""
+    match = re.search(rf"^{prefix}.*(?:\n  \S.*)*", out, re.M)
+    assert match, out
+    return " ".join(part.strip() for part in match.group(0).splitlines())
+
+
+def _turn_numbers(out: str) -> list[int]:
+    return [int(m.group(1)) for m in re.finditer(r"^turn +(\d+) ", out, re.M)]
+
+
+def _table_turns(out: str) -> list[int]:
+    return [int(m.group(1)) for m in re.finditer(r"^ *(\d+) +[\d,]+  [#.|!]+  ", out, re.M)]
+
+
+def test_demo_shows_each_turn_once_within_100_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 20: every turn was printed twice (live lines and a table), lines up to 234 chars."""
+    code, out, _ = run(capsys, "demo", "--steps", "30", "--out", tmp_path)
+    assert code == 0
+    widest = max(out.splitlines(), key=len)
+    assert len(widest) <= 100, widest
+    turns = _turn_numbers(out)
+    assert turns == list(range(1, len(turns) + 1)) and len(turns) >= 31
+    assert _table_turns(out) == []  # no second view of the same turns
+    assert "compaction #1:" in out
+    code, out, _ = run(capsys, "demo", "--steps", "30", "--out", tmp_path, "--view", "table")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert _turn_numbers(out) == [] and _table_turns(out) == turns
+    assert "before the call (cleared / summarised)" in out and "compaction #1:" in out
+
+
+def test_each_strategy_writes_its_own_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 20: `--strategy truncate` used to overwrite the compact run's context.png."""
+    assert run(capsys, "demo", "--steps", "8", "--out", tmp_path)[0] == 0
+    compact_png = tmp_path / "context-compact.png"
+    first = compact_png.read_bytes()
+    code, out, _ = run(capsys, "demo", "--steps", "8", "--strategy", "truncate", "--out", tmp_path)
+    assert code == 1
+    assert f"plot: {tmp_path / 'context-truncate.png'}" in out
+    assert (tmp_path / "context-truncate.png").read_bytes().startswith(PNG_MAGIC)
+    assert compact_png.read_bytes() == first
 
 
 def test_demo_longer_task_survives_summary_merges(
@@ -89,12 +136,12 @@ def test_demo_truncate_fails_and_says_why(
 ) -> None:
     code, out, _ = run(capsys, "demo", "--strategy", "truncate", "--out", tmp_path)
     assert code == 1
-    verdict = next(line for line in out.splitlines() if line.startswith("VERDICT"))
+    verdict = _unwrapped(out, "VERDICT")
     assert "task NOT finished" in verdict
     assert "the original task is no longer in my context" in verdict
     assert "why: plain truncation" in out
     assert "0 compactions" in verdict
-    assert (tmp_path / "context.png").read_bytes().startswith(PNG_MAGIC)
+    assert (tmp_path / "context-truncate.png").read_bytes().startswith(PNG_MAGIC)
 
 
 def test_demo_without_matplotlib_or_sqlite_still_runs(
@@ -107,7 +154,8 @@ def test_demo_without_matplotlib_or_sqlite_still_runs(
     assert "plot: skipped, matplotlib is not installed" in out
     assert "pip install 'langchain-compact[demo]'" in out
     assert "checkpoints: in memory (langgraph-checkpoint-sqlite is not installed" in out
-    assert not (tmp_path / "context.png").exists()
+    assert "context-compact.png" in out
+    assert not list(tmp_path.glob("*.png"))
 
 
 def test_demo_with_a_model_uses_it_and_an_llm_summarizer(
@@ -138,7 +186,7 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "VERDICT: task finished: all 6 step values are correct" in proc.stdout
-    assert (tmp_path / "context.png").read_bytes().startswith(PNG_MAGIC)
+    assert (tmp_path / "context-compact.png").read_bytes().startswith(PNG_MAGIC)
 
 
 # --------------------------------------------------------------------------- inspect
