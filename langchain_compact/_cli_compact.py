@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ from langchain_compact.compaction import compact_history
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import HistoryRepair, repair_report, validate_history
+from langchain_compact.summarizers import Summarizer
+from langchain_compact.tokens import TokenCounter
 
 __all__ = ["StagedArchive", "load_valid", "run_compact"]
 
@@ -108,23 +111,32 @@ def load_valid(path: str, *, repair: bool, say: Callable[[str], None]) -> Loaded
 class StagedArchive(JsonlArchive):
     """A :class:`JsonlArchive` whose writes wait in a hidden folder inside ``target`` until
     :meth:`commit` moves them into place (same refs, same files); :meth:`discard` drops
-    them. A write whose messages ``target`` already holds returns the existing ref.
+    them. A write whose messages ``target`` already holds returns the existing ref. Nothing
+    is created on disk before the first write.
     """
 
     def __init__(self, target: JsonlArchive) -> None:
+        super().__init__(target.directory / ".staging")  # replaced on the first write
         self.target = target
-        try:
-            target.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
-            staging = tempfile.mkdtemp(prefix=".staging-", dir=target.directory)
-        except OSError as exc:
-            raise CliError(target._fix(_named(exc, target.directory))) from None
-        super().__init__(staging)
         self.staged: list[tuple[str, str]] = []
+        self._ready = False
+        self._made_target = False
 
     def _fix(self, problem: str | OSError) -> str:
         if isinstance(problem, OSError):
             problem = _named(problem, self.target.directory)
         return self.target._fix(problem)
+
+    def _ensure(self) -> None:
+        if self._ready:
+            return
+        try:
+            self._made_target = not self.target.directory.exists()
+            self.target.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
+            self.directory = Path(tempfile.mkdtemp(prefix=".staging-", dir=self.target.directory))
+        except OSError as exc:
+            raise CliError(self._fix(exc)) from None
+        self._ready = True
 
     def write(
         self,
@@ -140,17 +152,36 @@ class StagedArchive(JsonlArchive):
         if folder.is_dir():
             for existing in sorted(folder.glob(f"transcript_*_{digest}.jsonl")):
                 return existing.stem
+        self._ensure()
         ref = super().write(messages, thread_id=thread_id, reason=reason, metadata=metadata)
         if (thread_id, ref) not in self.staged:
             self.staged.append((thread_id, ref))
         return ref
 
+    def adopt(self, other: StagedArchive) -> None:
+        """Take over ``other``'s staged records (they are committed with this archive's)."""
+        if other.staged:
+            self._ensure()
+        for thread_id, ref in other.staged:
+            name = f"{ref}.jsonl"
+            try:
+                os.replace(
+                    other._folder(thread_id) / name, self._folder(thread_id, create=True) / name
+                )
+            except OSError as exc:
+                raise CliError(self._fix(exc)) from None
+            self.staged.append((thread_id, ref))
+        other.staged.clear()
+
     def commit(self) -> None:
         """Move every staged record into ``target``, then remove the staging folder."""
         for thread_id, ref in self.staged:
-            source = self._folder(thread_id) / f"{ref}.jsonl"
+            name = f"{ref}.jsonl"
             try:
-                os.replace(source, self.target._folder(thread_id, create=True) / source.name)
+                os.replace(
+                    self._folder(thread_id) / name,
+                    self.target._folder(thread_id, create=True) / name,
+                )
             except OSError as exc:
                 raise CliError(self._fix(exc)) from None
         self.staged.clear()
@@ -158,7 +189,12 @@ class StagedArchive(JsonlArchive):
 
     def discard(self) -> None:
         """Drop whatever is still staged."""
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self._ready:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self._ready = False
+            if self._made_target:  # leave no empty archive folder behind
+                with suppress(OSError):
+                    self.target.directory.rmdir()
 
 
 def _named(exc: OSError, where: Path) -> OSError:
@@ -262,10 +298,10 @@ class _Report:
 def _compact_staged(
     loaded: Loaded,
     config: CompactionConfig,
-    summarizer: Any,
+    summarizer: Summarizer | None,
     stage: StagedArchive,
     thread_id: str,
-    counter: Any,
+    counter: TokenCounter,
 ) -> _Report:
     """Repair archive, micro-compaction, full compaction, all written to ``stage`` only."""
     messages = loaded.transcript.messages
@@ -317,17 +353,15 @@ def _compact_staged(
             )
             final, after = micro.messages, after_micro
         else:
+            trigger = config.trigger_tokens or 0
+            forced = (
+                f" (forced: under the {trigger:,}-token trigger)" if after_micro < trigger else ""
+            )
             lines.append(
-                f"  full compaction: {len(result.compacted)} messages summarised by "
+                f"  full compaction{forced}: {len(result.compacted)} messages summarised by "
                 f"{result.summarizer}: {after_micro:,} -> {after:,} tokens"
             )
-            for thread, ref in full.staged:  # hand its records over to the main stage
-                os.replace(
-                    full._folder(thread) / f"{ref}.jsonl",
-                    stage._folder(thread, create=True) / f"{ref}.jsonl",
-                )
-                stage.staged.append((thread, ref))
-            full.staged.clear()
+            stage.adopt(full)  # its records are committed with the rest
             refs += [r for r in (result.archive_ref,) if r]
     finally:
         full.discard()

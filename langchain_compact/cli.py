@@ -134,9 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     compact = sub.add_parser(
         "compact",
         help="compact a transcript file",
-        description="Micro-compact and then fully compact a transcript once (compact_history); "
-        "write the result in the input's format (JSONL; a JSON list if OUT ends in .json) and "
-        "the removed originals to the archive.",
+        description="Micro-compact and then fully compact a transcript once (compact_history), "
+        "even under the trigger, but never into a bigger history: a full compaction that would "
+        "not make it smaller is not applied. Writes the result in the input's format (JSONL; a "
+        "JSON list if OUT ends in .json) and the removed originals to the archive. Nothing is "
+        "written unless every step worked: archive records go into place first, then OUT is "
+        "replaced atomically (OUT may be FILE itself).",
     )
     compact.add_argument("file", metavar="FILE")
     compact.add_argument("-o", "--output", metavar="OUT", required=True, help="output file")

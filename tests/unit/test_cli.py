@@ -551,7 +551,7 @@ def test_compact_keeps_a_pending_call_at_the_end(
     assert code == 0, err
     compacted = load_transcript(out_file)
     validate_history(compacted, allow_pending=True)
-    assert len(compacted) < len(original) and "full compaction: " in out
+    assert len(compacted) < len(original) and "messages summarised by" in out
     assert compacted[-1].tool_calls == original[-1].tool_calls  # type: ignore[attr-defined]
     assert len(_refs(tmp_path / "a", path.stem)) == 2
 
@@ -635,7 +635,7 @@ def test_compact_does_not_write_a_bigger_history(
     assert code == 0
     assert "full compaction: not applied" in out and "would not make the history smaller" in out
     assert [m.text for m in load_transcript(out_file)] == [t["content"] for t in turns]
-    assert "archive: nothing written" in out and _refs(tmp_path / "a", "short") == []
+    assert "archive: nothing written" in out and not (tmp_path / "a").exists()
     code, out, _ = run(capsys, "compact", path, "-o", path, *argv)
     assert code == 0 and "nothing changed, the file was left as it was" in out
     assert path.read_bytes() == before
