@@ -2,13 +2,44 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from langchain_compact._demo_run import DemoResult, Turn
 
-__all__ = ["before_call", "plot_context", "progress_line", "turn_table", "verdict_lines"]
+__all__ = [
+    "WIDTH",
+    "before_call",
+    "fit",
+    "plot_context",
+    "plot_path",
+    "progress_lines",
+    "turn_table",
+    "verdict_lines",
+]
 
-_BAR_WIDTH = 24
+WIDTH = 100
+"""Columns every line the demo prints fits in."""
+_BAR_WIDTH = 20
+_BEFORE_WIDTH = 40
+_INDENT = " " * 11
+
+
+def fit(line: str, *, width: int = WIDTH, indent: str = "  ") -> list[str]:
+    """``line`` wrapped at spaces to ``width`` columns (continuations indented); a single
+    word longer than that (a long path) stays whole.
+
+    Example:
+        >>> fit("a " * 30 + "tail", width=20)[:2]
+        ['a a a a a a a a a a', '  a a a a a a a a a']
+    """
+    return textwrap.wrap(
+        line,
+        width,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [""]
 
 
 def before_call(turn: Turn, *, short: bool = False) -> list[str]:
@@ -54,10 +85,24 @@ def before_call(turn: Turn, *, short: bool = False) -> list[str]:
     return events
 
 
-def progress_line(turn: Turn) -> str:
-    """One live line per model turn: number, context size, events, what the model did."""
-    parts = [*before_call(turn), turn.action]
-    return f"turn {turn.number:>3}  context {turn.context_tokens:>7,} tokens  " + " | ".join(parts)
+def progress_lines(turn: Turn) -> list[str]:
+    """The live view of one model turn, in at most :data:`WIDTH` columns: number, context
+    size and what the model did, then what happened to the context before the call (on the
+    same line when it fits, else on indented lines below).
+
+    Example:
+        >>> progress_lines(Turn(number=3, context_tokens=1234, action="tool call: f"))
+        ['turn   3  context  1,234 tokens  tool call: f']
+    """
+    action = turn.action if len(turn.action) <= 60 else turn.action[:57] + "..."
+    lines = [f"turn {turn.number:>3}  context {turn.context_tokens:>6,} tokens  {action}"]
+    for event in before_call(turn, short=True):
+        joined = f"{lines[-1]}  | {event}"
+        if len(lines) == 1 and len(joined) <= WIDTH:
+            lines[-1] = joined
+        else:
+            lines += fit(_INDENT + event, indent=_INDENT + "  ")
+    return lines
 
 
 def _bar(tokens: int, trigger: int, window: int) -> str:
@@ -70,20 +115,28 @@ def _bar(tokens: int, trigger: int, window: int) -> str:
 
 
 def turn_table(result: DemoResult) -> str:
-    """The per-turn table: context tokens and what was cleared or summarised before each call."""
+    """The per-turn table (``--view table``), in at most :data:`WIDTH` columns: context
+    tokens, a bar against the trigger, what was cleared or summarised before each call (wrapped
+    onto extra rows when long) and what the model did."""
     window, trigger = result.options.window, result.trigger
-    befores = ["; ".join(before_call(t, short=True)) or "-" for t in result.turns]
-    width = max([38, *map(len, befores)])
     legend = f"(| = trigger {trigger:,})"
     title = "before the call (cleared / summarised)"
-    header = f"turn  context  {legend:<{_BAR_WIDTH}}  {title:<{width}}  model"
-    rows = [header, "-" * (len(header) + 20)]
-    for turn, before in zip(result.turns, befores, strict=True):
+    header = f"turn context  {legend:<{_BAR_WIDTH}}  {title:<{_BEFORE_WIDTH}}  model"
+    rows = [header, "-" * WIDTH]
+    model_width = WIDTH - len(header) + len("model")
+    for turn in result.turns:
+        before = "; ".join(before_call(turn, short=True)) or "-"
+        parts = textwrap.wrap(before, _BEFORE_WIDTH, break_on_hyphens=False) or ["-"]
         action = turn.action.removeprefix("tool call: ").removeprefix("stop: ")
+        if len(action) > model_width:
+            action = action[: model_width - 3] + "..."
         bar = _bar(turn.context_tokens, trigger, window)
         rows.append(
-            f"{turn.number:>4} {turn.context_tokens:>8,}  {bar}  {before:<{width}}  {action[:60]}"
+            f"{turn.number:>4} {turn.context_tokens:>7,}  {bar}  {parts[0]:<{_BEFORE_WIDTH}}  "
+            f"{action}".rstrip()
         )
+        blank = " " * (4 + 1 + 7 + 2 + _BAR_WIDTH + 2)
+        rows += [f"{blank}{part}" for part in parts[1:]]
     return "\n".join(rows)
 
 
@@ -125,6 +178,16 @@ def verdict_lines(result: DemoResult) -> list[str]:
                 "steps) from its input; compaction keeps them in a summary."
             )
     return lines
+
+
+def plot_path(out_dir: Path, strategy: str) -> Path:
+    """Where the demo's plot goes: one file per strategy, so runs do not overwrite each other.
+
+    Example:
+        >>> plot_path(Path("demo-out"), "truncate").name
+        'context-truncate.png'
+    """
+    return out_dir / f"context-{strategy}.png"
 
 
 def plot_context(result: DemoResult, path: Path) -> Path:

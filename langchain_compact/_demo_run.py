@@ -31,8 +31,8 @@ __all__ = ["DEFAULT_STEPS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "Turn
 
 DEFAULT_STEPS = 50
 DEFAULT_WINDOW = 4_000
-"""Small enough that the 14-step task (about 1,700 tokens of log per step) needs two
-full compactions and a micro-compaction every turn, large enough to finish."""
+"""Small enough that the default 50-step task (about 1,700 tokens of log per step) needs
+three full compactions and a micro-compaction every turn, large enough to finish."""
 
 REAL_MODEL_SYSTEM_PROMPT = (
     "You are running a multi-step computation with tools. Follow the user's task exactly: "

@@ -44,8 +44,10 @@ __all__ = [
     "Transcript",
     "TranscriptError",
     "dump_transcript",
+    "encode_transcript",
     "load_transcript",
     "read_transcript",
+    "write_atomic",
 ]
 
 Format = Literal["openai", "langchain"]
@@ -166,7 +168,10 @@ def _parse_items(text: str, name: str) -> tuple[list[tuple[int, Any]], Container
             raise TranscriptError(f"{name} holds an empty JSON list: no messages")
         return list(enumerate(data, 1)), "json"
     items = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # Only "\n" ends a line: str.splitlines() would also split on U+2028, U+0085 and other
+    # characters that JSON strings may hold raw (and this module writes them raw).
+    for number, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
@@ -302,6 +307,76 @@ def _openai_dicts(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     return out
 
 
+def _json_lines(
+    dicts: Sequence[dict[str, Any]], *, indent: int | None
+) -> tuple[list[str], list[int]]:
+    """One JSON text per item, and the items that held lone surrogates (not UTF-8
+    encodable): those are written with ``\\u`` escapes, which read back identically."""
+    texts, escaped = [], []
+    for n, d in enumerate(dicts):
+        text = json.dumps(d, ensure_ascii=False, indent=indent, default=str)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(d, ensure_ascii=True, indent=indent, default=str)
+            escaped.append(n)
+        texts.append(text)
+    return texts, escaped
+
+
+def encode_transcript(
+    messages: Sequence[BaseMessage], fmt: Format, *, container: Container = "jsonl"
+) -> tuple[bytes, list[int]]:
+    """The bytes :func:`dump_transcript` writes, and the indices of messages whose text
+    held lone surrogates (written as JSON ``\\u`` escapes, so nothing is lost).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> lone = HumanMessage("\\ud800")  # a lone surrogate, e.g. from a JSON escape
+        >>> data, escaped = encode_transcript([HumanMessage("ok"), lone], "openai")
+        >>> escaped, data.splitlines()[1]
+        ([1], b'{"role": "user", "content": "\\\\ud800"}')
+    """
+    if fmt == "openai":
+        dicts = _openai_dicts(messages)
+    elif fmt == "langchain":
+        dicts = messages_to_dict(list(messages))
+    else:
+        raise ValueError(f"fmt must be 'openai' or 'langchain', got {fmt!r}")
+    if container == "json":
+        items, escaped = _json_lines(dicts, indent=1)
+        body = ",\n".join(" " + item.replace("\n", "\n ") for item in items)
+        text = f"[\n{body}\n]\n"
+    else:
+        items, escaped = _json_lines(dicts, indent=None)
+        text = "".join(item + "\n" for item in items)
+    return text.encode("utf-8"), escaped
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Replace ``path`` with ``data`` atomically: a temp file in the same folder, fsynced,
+    then renamed over it. On any failure (a full disk...) ``path`` is left as it was, no temp
+    file stays behind, and the ``OSError`` names ``path``. An existing file keeps its
+    permission bits; a new one gets the usual ``0o666 & ~umask``.
+    """
+    from langchain_compact._archive_util import atomic_write
+
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(p, data)
+        os.chmod(p, mode)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(p)) from exc
+    return p
+
+
 def dump_transcript(
     messages: Sequence[BaseMessage],
     path: str | os.PathLike[str],
@@ -312,19 +387,9 @@ def dump_transcript(
     """Write ``messages`` to ``path`` in ``fmt`` (``"openai"`` or ``"langchain"``).
 
     ``container="jsonl"`` writes one message per line; ``"json"`` one JSON list. Parent
-    folders are created. Returns the path written.
+    folders are created. The write is atomic (:func:`write_atomic`): a failure leaves an
+    existing file as it was. Text that is not valid Unicode (lone surrogates) is written as
+    JSON ``\\u`` escapes. Returns the path written.
     """
-    if fmt == "openai":
-        dicts = _openai_dicts(messages)
-    elif fmt == "langchain":
-        dicts = messages_to_dict(list(messages))
-    else:
-        raise ValueError(f"fmt must be 'openai' or 'langchain', got {fmt!r}")
-    p = Path(path)
-    if container == "json":
-        text = json.dumps(dicts, ensure_ascii=False, indent=1, default=str) + "\n"
-    else:
-        text = "".join(json.dumps(d, ensure_ascii=False, default=str) + "\n" for d in dicts)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
-    return p
+    data, _ = encode_transcript(messages, fmt, container=container)
+    return write_atomic(path, data)

@@ -20,17 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_compact import __version__
-from langchain_compact._cli_common import CliError, first_line, load_chat_model, pick_counter
+from langchain_compact._cli_common import CliError, first_line, pick_counter
 from langchain_compact._demo_run import DEFAULT_STEPS, DEFAULT_WINDOW
-from langchain_compact._transcripts import (
-    Container,
-    Transcript,
-    TranscriptError,
-    read_transcript,
-)
+from langchain_compact._transcripts import TranscriptError
 from langchain_compact.config import CompactionConfig
-from langchain_compact.errors import CompactionError, InvalidHistoryError
-from langchain_compact.history import repair_history, validate_history
+from langchain_compact.errors import CompactionError
 
 __all__ = ["build_parser", "main"]
 
@@ -79,9 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a long dependent task offline, compacted (or truncated), and show the tokens",
         description="Run a long dependent task (each step needs the previous step's value; "
         "the report must begin with a code stated only in the original task) with a scripted "
-        "model that can only continue from what its context still shows. Shows a live line "
-        "per model turn, a per-turn table, a PNG plot (DIR/context.png) and a verdict. Exit "
-        "code 0 if the task finished, 1 if not.",
+        "model that can only continue from what its context still shows. Shows a line per "
+        "model turn as it runs (or, with --view table, a per-turn table at the end), a PNG "
+        "plot (DIR/context-STRATEGY.png) and a verdict. Exit code 0 if the task finished, "
+        "1 if not.",
     )
     demo.add_argument(
         "--steps",
@@ -106,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         default="demo-out",
         help="where the plot, the archive and the SQLite checkpoints go (./demo-out)",
+    )
+    demo.add_argument(
+        "--view",
+        choices=("live", "table"),
+        default="live",
+        help="live: a line per model turn as it runs (default); table: a per-turn table with "
+        "a token bar, printed at the end",
     )
     demo.add_argument("--seed", type=int, default=7, help="task seed (7)")
     _add_model_flags(demo, "run the task")
@@ -132,9 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     compact = sub.add_parser(
         "compact",
         help="compact a transcript file",
-        description="Micro-compact and then fully compact a transcript once (compact_history); "
-        "write the result in the input's format (JSONL; a JSON list if OUT ends in .json) and "
-        "the removed originals to the archive.",
+        description="Micro-compact and then fully compact a transcript once (compact_history), "
+        "even under the trigger, but never into a bigger history: a full compaction that would "
+        "not make it smaller is not applied. Writes the result in the input's format (JSONL; a "
+        "JSON list if OUT ends in .json) and the removed originals to the archive. Nothing is "
+        "written unless every step worked: archive records go into place first, then OUT is "
+        "replaced atomically (OUT may be FILE itself).",
     )
     compact.add_argument("file", metavar="FILE")
     compact.add_argument("-o", "--output", metavar="OUT", required=True, help="output file")
@@ -164,38 +169,15 @@ def _config(args: argparse.Namespace) -> CompactionConfig:
     return CompactionConfig(context_window=args.window, **extra)
 
 
-def _load_valid(path: str, *, repair: bool) -> Transcript:
-    transcript = read_transcript(path)
-    try:
-        validate_history(transcript.messages, allow_pending=True)  # a run may end mid-call
-    except InvalidHistoryError as exc:
-        if not repair:
-            where = transcript.where(exc.index)
-            raise CliError(
-                f"{path}: {where}: {exc} Run again with --repair to fix it automatically."
-            ) from None
-        fixed = repair_history(transcript.messages)
-        line_of = {
-            m.id: line for m, line in zip(transcript.messages, transcript.lines, strict=True)
-        }
-        print(
-            f"{PROG}: note: --repair fixed the tool-call pairing ({len(transcript.messages)} "
-            f"-> {len(fixed)} messages)",
-            file=sys.stderr,
-        )
-        transcript = Transcript(
-            messages=fixed,
-            fmt=transcript.fmt,
-            container=transcript.container,
-            lines=[line_of.get(m.id, 0) for m in fixed],
-        )
-    return transcript
+def _note(line: str) -> None:
+    print(f"{PROG}: note: {line}", file=sys.stderr)
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from langchain_compact._cli_compact import load_valid
     from langchain_compact._cli_inspect import analyse, render_inspect
 
-    transcript = _load_valid(args.file, repair=args.repair)
+    transcript = load_valid(args.file, repair=args.repair, say=_note).transcript
     counter, label = pick_counter()
     report = analyse(
         transcript,
@@ -210,67 +192,29 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from langchain_compact._cli_common import message_tokens
-    from langchain_compact._cli_inspect import run_compaction
-    from langchain_compact._transcripts import dump_transcript
-    from langchain_compact.archive import JsonlArchive
-    from langchain_compact.summarizers import LLMSummarizer
+    from langchain_compact._cli_compact import run_compact
 
-    if args.base_url and not args.model:
-        raise CliError("--base-url needs --model NAME (the model name the server serves)")
-    summarizer = (
-        LLMSummarizer(load_chat_model(args.model, base_url=args.base_url)) if args.model else None
-    )
-    transcript = _load_valid(args.file, repair=args.repair)
-    config = _config(args)
-    counter, label = pick_counter()
-    thread_id = args.thread_id or Path(args.file).stem
-    archive = JsonlArchive(args.archive)
-    messages = transcript.messages
-    outcome = run_compaction(
-        messages,
-        config=config,
-        summarizer=summarizer,
-        archive=archive,
-        thread_id=thread_id,
-        counter=counter,
-    )
-    result, micro = outcome.result, outcome.micro
-    validate_history(result.messages)
-    before = sum(message_tokens(counter, messages))
-    after_micro = sum(message_tokens(counter, micro.messages))
-    after = sum(message_tokens(counter, result.messages))
-    container: Container = "json" if str(args.output).endswith(".json") else "jsonl"
-    dump_transcript(result.messages, args.output, transcript.fmt, container=container)
-    print(f"{args.file}: {len(messages)} messages, {transcript.fmt} format ({label})")
-    print(
-        f"  micro-compaction: {len(micro.cleared)} old tool results cleared, "
-        f"{len(micro.truncated)} oversized ones cut: {before:,} -> {after_micro:,} tokens"
-    )
-    if result.summary is not None:
-        print(
-            f"  full compaction: {len(result.compacted)} messages summarised by "
-            f"{result.summarizer}: {after_micro:,} -> {after:,} tokens"
-        )
-    else:
-        print(f"  full compaction: nothing to compact ({result.reason})")
-    saved = f" ({100 * (before - after) / before:.0f}% less)" if before else ""
-    print(f"tokens: {before:,} -> {after:,}{saved}")
-    print(f"wrote {args.output}: {len(result.messages)} messages, {transcript.fmt} format")
-    refs = [r for r in (outcome.micro_ref, result.archive_ref) if r]
-    where = f"{archive.directory}, thread {thread_id!r}"
-    print(f"archive: {where}: {', '.join(refs)}" if refs else f"archive: nothing written ({where})")
-    return 0
+    return run_compact(args)
 
 
 def _demo(args: argparse.Namespace) -> int:
     from langchain_compact._cli_report import (
+        fit,
         plot_context,
-        progress_line,
+        plot_path,
+        progress_lines,
         turn_table,
         verdict_lines,
     )
-    from langchain_compact._demo_run import DemoOptions, run_demo
+    from langchain_compact._demo_run import DemoOptions, Turn, run_demo
+
+    def say(line: str) -> None:
+        for part in fit(line):
+            print(part, flush=True)
+
+    def live(turn: Turn) -> None:
+        for line in progress_lines(turn):
+            print(line, flush=True)
 
     options = DemoOptions(
         out_dir=Path(args.out),
@@ -281,27 +225,23 @@ def _demo(args: argparse.Namespace) -> int:
         base_url=args.base_url,
         seed=args.seed,
     )
-    result = run_demo(
-        options,
-        on_turn=lambda turn: print(progress_line(turn), flush=True),
-        say=lambda line: print(line, flush=True),
-    )
+    result = run_demo(options, on_turn=live if args.view == "live" else None, say=say)
     print()
-    print(turn_table(result))
-    print()
+    if args.view == "table":
+        print(turn_table(result))
+        print()
     try:
-        png = plot_context(result, options.out_dir / "context.png")
-        print(f"plot: {png}")
+        say(f"plot: {plot_context(result, plot_path(options.out_dir, options.strategy))}")
     except ImportError:
-        print(
-            "plot: skipped, matplotlib is not installed "
-            "(pip install 'langchain-compact[demo]' to get DIR/context.png)"
+        say(
+            "plot: skipped, matplotlib is not installed (pip install 'langchain-compact[demo]' "
+            f"to get {plot_path(Path('DIR'), options.strategy)})"
         )
     if result.archive_dir is not None:
-        print(f"archive: {result.archive_dir} (thread {result.thread_id})")
-    print(f"checkpoints: {result.checkpoints}")
+        say(f"archive: {result.archive_dir} (thread {result.thread_id})")
+    say(f"checkpoints: {result.checkpoints}")
     for line in verdict_lines(result):
-        print(line)
+        say(line)
     return 0 if result.verdict.ok else 1
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
@@ -23,11 +25,14 @@ from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.tokens import _check_message
 
 __all__ = [
+    "HistoryRepair",
+    "RepairChange",
     "find_safe_cut",
     "is_summary",
     "last_boundary_index",
     "original_task_index",
     "repair_history",
+    "repair_report",
     "validate_history",
 ]
 
@@ -111,13 +116,179 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
         )
 
 
+@dataclass(frozen=True, slots=True)
+class RepairChange:
+    """One thing :func:`repair_report` changed."""
+
+    index: int
+    """Position in the input of the message concerned."""
+    action: Literal["dropped", "renamed", "re-paired", "closed"]
+    """``dropped``: a result removed; ``renamed``: a call id changed in an AIMessage;
+    ``re-paired``: a result's ``tool_call_id`` changed to match its call; ``closed``: an
+    "interrupted" result added for an unanswered call."""
+    detail: str
+    """One line saying what changed and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRepair:
+    """What :func:`repair_report` returns: the repaired history and what changed."""
+
+    messages: list[BaseMessage]
+    """The repaired history (passes :func:`validate_history`)."""
+    changes: list[RepairChange]
+    """Every change, in input order."""
+    removed: list[BaseMessage]
+    """Input messages that are absent from ``messages`` as they were (dropped, or replaced
+    by a copy with a changed id): archive these so nothing is lost."""
+
+
+class _Ids:
+    """Fresh tool-call ids that collide with no id of the input."""
+
+    def __init__(self, messages: Sequence[object]) -> None:
+        self.taken: set[str] = set()
+        for m in messages:
+            if isinstance(m, ToolMessage):
+                self.taken.add(m.tool_call_id)
+            elif isinstance(m, AIMessage):
+                self.taken.update(str(c.get("id")) for c in m.tool_calls if c.get("id"))
+
+    def fresh(self, base: str) -> str:
+        candidate, k = base, 2
+        while candidate in self.taken:
+            candidate, k = f"{base}_{k}", k + 1
+        self.taken.add(candidate)
+        return candidate
+
+
+def repair_report(messages: Sequence[BaseMessage]) -> HistoryRepair:
+    """Repair the tool-call pairing of ``messages`` and say what changed.
+
+    * A call id used a second time (in another AIMessage or in the same batch) gets a fresh
+      id, and the result that answers it in its batch follows (re-paired, not dropped).
+    * A call without an id gets a fresh id; a result in its batch that answers no call of the
+      batch is paired with it, in order.
+    * A call still unanswered at the next non-tool message gets a ``status="error"`` result
+      saying it was interrupted.
+    * A result that answers no call of its batch (an orphan), or answers one a second time, is
+      dropped.
+
+    The input is not modified. ``removed`` lists the input messages that did not survive as
+    they were, so a caller can archive them before replacing the history.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> def ai(cid):
+        ...     return AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": cid}])
+        >>> def res(text):
+        ...     return ToolMessage(text, tool_call_id="c1")
+        >>> fixed = repair_report([HumanMessage("go"), ai("c1"), res("a"), ai("c1"), res("b")])
+        >>> [c.action for c in fixed.changes], fixed.messages[4].tool_call_id
+        (['renamed', 're-paired'], 'c1_dup3')
+    """
+    ids = _Ids(messages)
+    out: list[BaseMessage] = []
+    changes: list[RepairChange] = []
+    removed: list[BaseMessage] = []
+    seen_calls: set[str] = set()
+    # The current batch: its AIMessage's input index, its call ids as written (written id ->
+    # new ids still unanswered, in call order), its id-less calls still unanswered, and every
+    # unanswered new id -> tool name.
+    ai_at = -1
+    by_id: dict[str, list[str]] = {}
+    idless: list[str] = []
+    pending: dict[str, str] = {}
+
+    def close_pending() -> None:
+        for cid, name in pending.items():
+            out.append(ToolMessage(INTERRUPTED_RESULT, tool_call_id=cid, name=name, status="error"))
+            changes.append(
+                RepairChange(
+                    ai_at,
+                    "closed",
+                    f"tool call {cid!r} ({name}) had no result: added an 'interrupted' error "
+                    "result after its batch",
+                )
+            )
+        pending.clear()
+
+    for i, raw in enumerate(messages):
+        msg = _check_message(raw, i)
+        if isinstance(msg, ToolMessage):
+            tcid = msg.tool_call_id
+            queue = by_id.get(tcid)
+            if queue:
+                new_id = queue.pop(0)
+            elif idless and tcid not in by_id:
+                new_id = idless.pop(0)
+            else:
+                why = "a second time" if tcid in by_id else "but no call of its batch has that id"
+                logger.warning("repair_history: dropped orphan ToolMessage at index %d", i)
+                changes.append(
+                    RepairChange(
+                        i, "dropped", f"result answering tool call {tcid!r} {why}: removed"
+                    )
+                )
+                removed.append(msg)
+                continue
+            pending.pop(new_id, None)
+            if new_id != tcid:
+                removed.append(msg)
+                msg = msg.model_copy(update={"tool_call_id": new_id})
+                changes.append(
+                    RepairChange(
+                        i,
+                        "re-paired",
+                        f"result's tool_call_id {tcid!r} -> {new_id!r}, to answer its call "
+                        f"in messages[{ai_at}]",
+                    )
+                )
+            out.append(msg)
+            continue
+        close_pending()
+        by_id, idless, ai_at = {}, [], i
+        if isinstance(msg, AIMessage) and msg.tool_calls:
+            calls = []
+            for n, call in enumerate(msg.tool_calls):
+                cid = call.get("id")
+                detail = ""
+                if not cid:
+                    new_id = ids.fresh(f"repaired_{i}_{n}")
+                    idless.append(new_id)
+                    detail = f"tool call {n} ({call['name']}) had no id: gave it {new_id!r}"
+                elif cid in seen_calls:  # a re-used id would pair with the wrong result
+                    new_id = ids.fresh(f"{cid}_dup{i}")
+                    by_id.setdefault(cid, []).append(new_id)
+                    detail = (
+                        f"tool call id {cid!r} ({call['name']}) was used before: renamed to "
+                        f"{new_id!r}"
+                    )
+                else:
+                    new_id = cid
+                    by_id.setdefault(cid, []).append(cid)
+                seen_calls.add(new_id)
+                pending[new_id] = call["name"]
+                if new_id != cid:
+                    call = {**call, "id": new_id}
+                    changes.append(RepairChange(i, "renamed", detail))
+                calls.append(call)
+            if calls != msg.tool_calls:
+                removed.append(msg)
+                msg = msg.model_copy(update={"tool_calls": calls})
+        out.append(msg)
+    close_pending()
+    return HistoryRepair(messages=out, changes=changes, removed=removed)
+
+
 def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Return a copy of ``messages`` that passes :func:`validate_history`.
 
     Dangling tool calls get an ``status="error"`` ToolMessage saying the call was
-    interrupted; a tool-call id used a second time is renamed; orphan and duplicate results
-    are dropped (logged at WARNING with their
-    index). The input is not modified, so callers that must lose nothing archive it first.
+    interrupted; a tool-call id used a second time is renamed, and so is the result that
+    answers it; orphan and duplicate results are dropped (logged at WARNING with their
+    index). The input is not modified; :func:`repair_report` returns the same history plus
+    what changed and which originals to archive.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -125,50 +296,41 @@ def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
         >>> [m.type for m in repair_history([HumanMessage("go"), ai, HumanMessage("?")])]
         ['human', 'ai', 'tool', 'human']
     """
-    out: list[BaseMessage] = []
-    pending: list[tuple[str, str]] = []  # (id, tool name) still unanswered in this batch
-    batch: set[str] = set()
+    return repair_report(messages).messages
+
+
+def _broken_until(messages: Sequence[BaseMessage], start: int) -> int:
+    """Smallest ``c >= start`` such that ``messages[c:]`` is valid with pending calls allowed
+    (``start`` itself when it already is); ``c`` is never inside a tool-call batch."""
+    clean = start
+    calls: set[str] = set()  # ids of the current batch
     answered: set[str] = set()
-    seen_calls: set[str] = set()
-
-    def close_pending() -> None:
-        for cid, name in pending:
-            out.append(ToolMessage(INTERRUPTED_RESULT, tool_call_id=cid, name=name, status="error"))
-            answered.add(cid)
-        pending.clear()
-
-    for i, raw in enumerate(messages):
-        msg = _check_message(raw, i)
+    i, n = start, len(messages)
+    while i < n:
+        msg = messages[i]
         if isinstance(msg, ToolMessage):
-            tcid = msg.tool_call_id
-            if tcid in batch and tcid not in answered:
-                out.append(msg)
-                answered.add(tcid)
-                pending[:] = [p for p in pending if p[0] != tcid]
-            else:
-                logger.warning("repair_history: dropped orphan ToolMessage at index %d", i)
+            if msg.tool_call_id not in calls or msg.tool_call_id in answered:
+                while i < n and isinstance(messages[i], ToolMessage):  # orphan: skip its run
+                    i += 1
+                clean, calls, answered = i, set(), set()
+                continue
+            answered.add(msg.tool_call_id)
+            i += 1
             continue
-        close_pending()
-        batch = set()
+        if calls - answered:  # the previous batch was never fully answered
+            clean = i
+        calls, answered = set(), set()
         if isinstance(msg, AIMessage) and msg.tool_calls:
-            calls = []
-            for n, call in enumerate(msg.tool_calls):
-                cid = call.get("id")
-                if not cid:
-                    call = {**call, "id": f"repaired_{i}_{n}"}
-                elif cid in seen_calls:  # a re-used id would pair with the wrong result
-                    call = {**call, "id": f"{cid}__dup{i}_{n}"}
-                seen_calls.add(str(call["id"]))
-                calls.append(call)
-            if calls != msg.tool_calls:
-                msg = msg.model_copy(update={"tool_calls": calls})
-            for call in calls:
-                cid = str(call["id"])
-                batch.add(cid)
-                pending.append((cid, call["name"]))
-        out.append(msg)
-    close_pending()
-    return out
+            ids = [c.get("id") for c in msg.tool_calls]
+            if not all(ids):  # a call without an id cannot be paired: keep it out
+                i += 1
+                while i < n and isinstance(messages[i], ToolMessage):
+                    i += 1
+                clean = i
+                continue
+            calls = {str(c) for c in ids}
+        i += 1
+    return clean
 
 
 def find_safe_cut(messages: Sequence[BaseMessage], index: int) -> int:
@@ -178,18 +340,27 @@ def find_safe_cut(messages: Sequence[BaseMessage], index: int) -> int:
     falls between an ``AIMessage`` with tool calls and its results, so a cut inside a batch
     moves back to that batch's ``AIMessage``.
 
+    When the input is broken after that point (an orphan or duplicate tool result, a call
+    not answered before the next message, a call without an id), the cut moves forward,
+    past the last such message, so that ``messages[c:]`` is valid (pending calls at the end
+    allowed) and the broken part falls into what is summarised and archived: a compaction
+    leaves no orphan behind.
+
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
         >>> ai = AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}])
         >>> find_safe_cut([HumanMessage("go"), ai, ToolMessage("x", tool_call_id="c1")], 2)
         1
+        >>> orphan = ToolMessage("y", tool_call_id="zz")
+        >>> find_safe_cut([HumanMessage("go"), orphan, HumanMessage("next")], 1)
+        2
     """
     if index < 0 or index > len(messages):
         raise IndexError(f"cut index {index} is outside 0..{len(messages)}")
     cut = index
     while 0 < cut < len(messages) and isinstance(messages[cut], ToolMessage):
         cut -= 1
-    return cut
+    return _broken_until(messages, cut)
 
 
 def is_summary(message: BaseMessage) -> bool:

@@ -66,14 +66,61 @@ def test_demo_default_finishes_with_compactions_table_and_plot(
     assert "VERDICT: task finished: all 50 step values are correct" in out
     progress = [line for line in out.splitlines() if re.match(r"turn +\d+ ", line)]
     assert len(progress) >= 51
-    assert "compaction #1:" in out and "micro-compaction:" in out
+    assert "compaction #1:" in out and "micro: " in out
     assert "tool call: run_step step 1" in progress[0]
     assert "stop: final report" in progress[-1]
-    assert "before the call (cleared / summarised)" in out  # the per-turn table
-    png = tmp_path / "context.png"
+    png = tmp_path / "context-compact.png"
     assert png.read_bytes().startswith(PNG_MAGIC)
     assert (tmp_path / "checkpoints.sqlite").stat().st_size > 0
     assert list((tmp_path / "archive").rglob("transcript_*.jsonl"))
+
+
+def _unwrapped(out: str, prefix: str) -> str:
+    """The printed line starting with ``prefix``, with its indented continuation lines."""
+    match = re.search(rf"^{prefix}.*(?:\n  \S.*)*", out, re.M)
+    assert match, out
+    return " ".join(part.strip() for part in match.group(0).splitlines())
+
+
+def _turn_numbers(out: str) -> list[int]:
+    return [int(m.group(1)) for m in re.finditer(r"^turn +(\d+) ", out, re.M)]
+
+
+def _table_turns(out: str) -> list[int]:
+    return [int(m.group(1)) for m in re.finditer(r"^ *(\d+) +[\d,]+  [#.|!]+  ", out, re.M)]
+
+
+def test_demo_shows_each_turn_once_within_100_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 20: every turn was printed twice (live lines and a table), lines up to 234 chars."""
+    code, out, _ = run(capsys, "demo", "--steps", "30", "--out", tmp_path)
+    assert code == 0
+    widest = max(out.splitlines(), key=len)
+    assert len(widest) <= 100, widest
+    turns = _turn_numbers(out)
+    assert turns == list(range(1, len(turns) + 1)) and len(turns) >= 31
+    assert _table_turns(out) == []  # no second view of the same turns
+    assert "compaction #1:" in out
+    code, out, _ = run(capsys, "demo", "--steps", "30", "--out", tmp_path, "--view", "table")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert _turn_numbers(out) == [] and _table_turns(out) == turns
+    assert "before the call (cleared / summarised)" in out and "compaction #1:" in out
+
+
+def test_each_strategy_writes_its_own_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 20: `--strategy truncate` used to overwrite the compact run's context.png."""
+    assert run(capsys, "demo", "--steps", "8", "--out", tmp_path)[0] == 0
+    compact_png = tmp_path / "context-compact.png"
+    first = compact_png.read_bytes()
+    code, out, _ = run(capsys, "demo", "--steps", "8", "--strategy", "truncate", "--out", tmp_path)
+    assert code == 1
+    assert f"plot: {tmp_path / 'context-truncate.png'}" in out
+    assert (tmp_path / "context-truncate.png").read_bytes().startswith(PNG_MAGIC)
+    assert compact_png.read_bytes() == first
 
 
 def test_demo_longer_task_survives_summary_merges(
@@ -89,12 +136,12 @@ def test_demo_truncate_fails_and_says_why(
 ) -> None:
     code, out, _ = run(capsys, "demo", "--strategy", "truncate", "--out", tmp_path)
     assert code == 1
-    verdict = next(line for line in out.splitlines() if line.startswith("VERDICT"))
+    verdict = _unwrapped(out, "VERDICT")
     assert "task NOT finished" in verdict
     assert "the original task is no longer in my context" in verdict
     assert "why: plain truncation" in out
     assert "0 compactions" in verdict
-    assert (tmp_path / "context.png").read_bytes().startswith(PNG_MAGIC)
+    assert (tmp_path / "context-truncate.png").read_bytes().startswith(PNG_MAGIC)
 
 
 def test_demo_without_matplotlib_or_sqlite_still_runs(
@@ -107,7 +154,8 @@ def test_demo_without_matplotlib_or_sqlite_still_runs(
     assert "plot: skipped, matplotlib is not installed" in out
     assert "pip install 'langchain-compact[demo]'" in out
     assert "checkpoints: in memory (langgraph-checkpoint-sqlite is not installed" in out
-    assert not (tmp_path / "context.png").exists()
+    assert "context-compact.png" in out
+    assert not list(tmp_path.glob("*.png"))
 
 
 def test_demo_with_a_model_uses_it_and_an_llm_summarizer(
@@ -138,7 +186,7 @@ def test_python_dash_m_entry_point(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "VERDICT: task finished: all 6 step values are correct" in proc.stdout
-    assert (tmp_path / "context.png").read_bytes().startswith(PNG_MAGIC)
+    assert (tmp_path / "context-compact.png").read_bytes().startswith(PNG_MAGIC)
 
 
 # --------------------------------------------------------------------------- inspect
@@ -233,6 +281,7 @@ def test_compact_twice_keeps_the_first_summary(
         *load_transcript(first),
         AIMessage("", tool_calls=[{"name": "execute_bash", "args": {"cmd": "ls"}, "id": "x1"}]),
         ToolMessage("file\n" * 200, tool_call_id="x1"),
+        *[AIMessage(f"note {k}: " + "the build log shows nothing new. " * 80) for k in range(4)],
         AIMessage("done"),
     ]
     dump_transcript(extended, tmp_path / "ext.jsonl", "openai")
@@ -327,7 +376,7 @@ def test_invalid_history_offers_repair(tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = run(capsys, "inspect", path)
     assert_one_line_error(code, err, "line 2:", "orphan result", "--repair")
     code, out, err = run(capsys, "inspect", path, "--repair", "--json")
-    assert code == 0 and "--repair fixed" in err
+    assert code == 0 and "--repair changed" in err and "line 2: dropped" in err
     assert json.loads(out)["messages"] == 2
     out_file = tmp_path / "o.jsonl"
     code, _, _ = run(capsys, "compact", path, "-o", out_file, "--repair", "--archive", tmp_path)
@@ -391,3 +440,224 @@ def test_inspect_accepts_a_run_that_ends_mid_call(capsys: pytest.CaptureFixture[
     code, out, err = run(capsys, "inspect", path, "--window", "8000", "--json")
     assert code == 0, err
     assert json.loads(out)["messages"] == len(path.read_text().splitlines())
+
+
+# --------------------------------------------------------------------------- issue 12
+
+
+def _refs(archive_dir: Path, thread: str) -> list[str]:
+    return JsonlArchive(archive_dir).refs(thread_id=thread)
+
+
+def _long_run(path: Path, *, extra: Any = ()) -> Path:
+    """A tool-calling run long enough that compaction shrinks it."""
+    lines: list[Any] = [{"role": "user", "content": "Task: fix the build (code ZX-41)."}]
+    for k in range(8):
+        call = {"id": f"c{k}", "type": "function"}
+        call["function"] = {"name": "sh", "arguments": json.dumps({"cmd": f"make {k}"})}
+        lines.append({"role": "assistant", "content": f"step {k}", "tool_calls": [call]})
+        lines.append({"role": "tool", "tool_call_id": f"c{k}", "content": f"log {k} " * 400})
+    return write_lines(path, *lines, *extra)
+
+
+def test_compact_onto_its_own_input_with_a_lone_surrogate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 1: the output used to be a 0-byte file after a UnicodeEncodeError."""
+    path = _long_run(tmp_path / "run.jsonl", extra=[{"role": "assistant", "content": "ok \ud800"}])
+    assert "\\ud800" in path.read_text()  # written as a JSON escape, as a real tool would
+    code, out, err = run(capsys, "compact", path, "-o", path, "--archive", tmp_path / "a")
+    assert code == 0, err
+    assert "lone surrogates" in err and "line 18" in err
+    back = load_transcript(path)
+    validate_history(back)
+    assert back[-1].content == "ok \ud800"  # read back identically
+    assert len(back) < 18 and "wrote" in out
+
+
+def _fail_writes_under(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk under ``folder``: fsync of any file there fails with ENOSPC."""
+    import errno
+    import os
+
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder)):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_a_failed_write_leaves_the_input_intact_and_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Items 1 and 19: a full disk used to leave a truncated file, and say "(None)"."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    path = _long_run(data_dir / "run.jsonl")
+    original = path.read_bytes()
+    _fail_writes_under(data_dir, monkeypatch)
+    code, _, err = run(capsys, "compact", path, "-o", path, "--archive", tmp_path / "a")
+    assert_one_line_error(code, err, f"{path}: cannot write the output", "left as it was")
+    assert "None" not in err
+    assert path.read_bytes() == original
+    assert [p.name for p in data_dir.iterdir()] == ["run.jsonl"]  # no temp file left
+
+
+def test_a_full_archive_disk_names_the_folder_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _long_run(tmp_path / "run.jsonl")
+    out_file = tmp_path / "out.jsonl"
+    _fail_writes_under(tmp_path / "a", monkeypatch)
+    code, _, err = run(capsys, "compact", path, "-o", out_file, "--archive", tmp_path / "a")
+    assert_one_line_error(code, err, str(tmp_path / "a"), "No space left on device")
+    assert "(None)" not in err
+    assert not out_file.exists()
+    assert _refs(tmp_path / "a", "run") == []
+
+
+def test_a_failure_mid_compaction_leaves_no_archive_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 3: a failing compact used to leave archive records behind."""
+    from langchain_compact import _cli_compact
+
+    real = _cli_compact.compact_history
+
+    def fails_after_archiving(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)
+        raise RuntimeError("the summarizer went away")
+
+    monkeypatch.setattr(_cli_compact, "compact_history", fails_after_archiving)
+    path = _long_run(tmp_path / "run.jsonl")
+    code, _, err = run(capsys, "compact", path, "-o", tmp_path / "o.jsonl", "--archive", tmp_path)
+    assert_one_line_error(code, err, "the summarizer went away")
+    assert _refs(tmp_path, "run") == []
+    assert [p.name for p in tmp_path.iterdir()] == ["run.jsonl"]  # no staging folder left
+
+
+def test_compact_keeps_a_pending_call_at_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 3: a run that ends mid-call used to exit 2 after writing two archive records."""
+    path = TRAJECTORY_DIR / "openhands__ponyc-4595__llama-4-maverick.jsonl"
+    original = load_transcript(path)
+    out_file = tmp_path / "o.jsonl"
+    argv = ["compact", path, "-o", out_file, "--archive", tmp_path / "a", "--window", "16000"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    compacted = load_transcript(out_file)
+    validate_history(compacted, allow_pending=True)
+    assert len(compacted) < len(original) and "messages summarised by" in out
+    assert compacted[-1].tool_calls == original[-1].tool_calls  # type: ignore[attr-defined]
+    assert len(_refs(tmp_path / "a", path.stem)) == 2
+
+
+def test_repair_re_pairs_a_reused_call_id_and_archives_what_it_rewrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 2: the second `c1` result used to be replaced by "interrupted", unarchived."""
+
+    def call(name: str) -> dict[str, Any]:
+        return {"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+    path = write_lines(
+        tmp_path / "dup.jsonl",
+        USER,
+        {"role": "assistant", "content": "", "tool_calls": [call("ls")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "first real result"},
+        {"role": "assistant", "content": "", "tool_calls": [call("cat")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "second real result"},
+        {"role": "assistant", "content": "done"},
+    )
+    out_file = tmp_path / "o.jsonl"
+    argv = ["compact", path, "-o", out_file, "--archive", tmp_path / "a", "--repair"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "line 4: renamed: tool call id 'c1' (cat) was used before" in err
+    assert "line 5: re-paired" in err
+    back = load_transcript(out_file)
+    validate_history(back)
+    texts = {m.text for m in back} | {m.text for m in _archived(tmp_path / "a", "dup")}
+    assert {"first real result", "second real result"} <= texts
+    assert not any("interrupted" in t for t in texts)
+    assert "repair: 2 change(s)" in out
+    assert any(
+        m.id == "line-5" and m.tool_call_id == "c1" for m in _archived(tmp_path / "a", "dup")
+    )  # type: ignore[attr-defined]
+
+
+def test_repair_pairs_a_call_without_an_id_with_its_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = [
+        HumanMessage("go"),
+        AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": None}]),
+        ToolMessage("a.txt b.txt", tool_call_id="?"),
+        AIMessage("done"),
+    ]
+    path = tmp_path / "noid.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in messages_to_dict(messages)))
+    out_file = tmp_path / "o.jsonl"
+    argv = ["compact", path, "-o", out_file, "--archive", tmp_path / "a", "--repair"]
+    code, _, err = run(capsys, *argv)
+    assert code == 0, err
+    back = load_transcript(out_file)
+    validate_history(back)
+    assert [m.text for m in back if isinstance(m, ToolMessage)] == ["a.txt b.txt"]
+    assert "line 3: re-paired" in err
+
+
+def test_repair_of_a_lone_orphan_result_refuses_instead_of_writing_an_empty_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_lines(tmp_path / "o.jsonl", {"role": "tool", "content": "x", "tool_call_id": "z"})
+    out_file = tmp_path / "out.jsonl"
+    argv = ["compact", path, "-o", out_file, "--archive", tmp_path / "a", "--repair"]
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, "nothing is left after --repair", "nothing was written")
+    assert not out_file.exists() and not (tmp_path / "a").exists()
+
+
+def test_compact_does_not_write_a_bigger_history(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 19: a forced compaction under the trigger used to grow a short history."""
+    turns = [{"role": r, "content": f"{r} {k}"} for k in range(4) for r in ("user", "assistant")]
+    path = write_lines(tmp_path / "short.jsonl", *turns)
+    before = path.read_bytes()
+    out_file = tmp_path / "o.jsonl"
+    argv = ["--archive", tmp_path / "a", "--keep-last", "2"]
+    code, out, _ = run(capsys, "compact", path, "-o", out_file, *argv)
+    assert code == 0
+    assert "full compaction: not applied" in out and "would not make the history smaller" in out
+    assert [m.text for m in load_transcript(out_file)] == [t["content"] for t in turns]
+    assert "archive: nothing written" in out and not (tmp_path / "a").exists()
+    code, out, _ = run(capsys, "compact", path, "-o", path, *argv)
+    assert code == 0 and "nothing changed, the file was left as it was" in out
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\x85"])
+def test_the_reader_reads_what_the_writer_wrote(
+    char: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 16: splitlines() broke lines on U+2028 and friends inside JSON strings."""
+    messages = [HumanMessage(f"a{char}b"), AIMessage(f"c{char}d")]
+    for fmt in ("openai", "langchain"):
+        path = dump_transcript(messages, tmp_path / f"{fmt}.jsonl", fmt)  # type: ignore[arg-type]
+        assert [m.text for m in load_transcript(path)] == [f"a{char}b", f"c{char}d"]
+        code, out, err = run(capsys, "inspect", path, "--json")
+        assert code == 0, err
+        assert json.loads(out)["messages"] == 2
+
+
+def test_the_reader_accepts_crlf_line_ends(tmp_path: Path) -> None:
+    path = tmp_path / "crlf.jsonl"
+    path.write_bytes(
+        b'{"role": "user", "content": "hi"}\r\n{"role": "assistant", "content": "yo"}\r\n'
+    )
+    assert [m.text for m in load_transcript(path)] == ["hi", "yo"]

@@ -25,11 +25,13 @@ from langchain_core.messages import (
 from langchain_compact._meta import KIND_PINNED_TASK, KIND_STOP, KIND_SUMMARY, with_meta
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import (
+    INTERRUPTED_RESULT,
     find_safe_cut,
     is_summary,
     last_boundary_index,
     original_task_index,
     repair_history,
+    repair_report,
     validate_history,
 )
 
@@ -356,3 +358,131 @@ def test_markers_and_task_index() -> None:
     assert original_task_index([SystemMessage("s"), summary, stop, task]) == 3
     assert original_task_index([SystemMessage("s"), summary, task, pinned]) == 3
     assert original_task_index([SystemMessage("s"), AIMessage("x")]) == -1
+
+
+# --- repair says what it changed and loses no real result (issue 12, item 2) ---------------
+
+
+def test_a_reused_call_id_is_re_paired_not_replaced_by_interrupted() -> None:
+    a1 = AIMessage("", tool_calls=[_call("c1")], id="a1")
+    a2 = AIMessage("", tool_calls=[_call("c1", "cat")], id="a2")
+    r1 = ToolMessage("first result", tool_call_id="c1", id="r1")
+    r2 = ToolMessage("second result", tool_call_id="c1", id="r2")
+    msgs = [HumanMessage("go"), a1, r1, a2, r2, AIMessage("done")]
+    fixed = repair_report(msgs)
+    validate_history(fixed.messages)
+    assert fixed.messages == repair_history(msgs)  # the old signature returns the same
+    texts = [m.content for m in fixed.messages if isinstance(m, ToolMessage)]
+    assert texts == ["first result", "second result"]  # nothing "interrupted"
+    new_id = fixed.messages[3].tool_calls[0]["id"]  # type: ignore[attr-defined]
+    assert new_id != "c1" and fixed.messages[4].tool_call_id == new_id  # type: ignore[attr-defined]
+    assert [(c.index, c.action) for c in fixed.changes] == [(3, "renamed"), (4, "re-paired")]
+    assert "'c1'" in fixed.changes[0].detail and repr(new_id) in fixed.changes[1].detail
+    assert fixed.removed == [a2, r2]  # the originals of what was rewritten, to archive
+
+
+def test_a_duplicate_id_inside_one_batch_keeps_both_results() -> None:
+    ai = AIMessage("", tool_calls=[_call("c1"), _call("c1", "cat")])
+    msgs = [ai, ToolMessage("one", tool_call_id="c1"), ToolMessage("two", tool_call_id="c1")]
+    fixed = repair_report(msgs)
+    validate_history(fixed.messages)
+    assert [m.content for m in fixed.messages[1:]] == ["one", "two"]
+
+
+def test_a_call_without_an_id_gets_its_result() -> None:
+    ai = AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": None}])
+    result = ToolMessage("a.txt b.txt", tool_call_id="unknown")
+    fixed = repair_report([HumanMessage("go"), ai, result, AIMessage("ok")])
+    validate_history(fixed.messages)
+    assert [m.type for m in fixed.messages] == ["human", "ai", "tool", "ai"]
+    assert fixed.messages[2].content == "a.txt b.txt"
+    assert {c.action for c in fixed.changes} == {"renamed", "re-paired"}
+
+
+def test_an_orphan_only_history_reports_what_it_dropped() -> None:
+    orphan = ToolMessage("precious output", tool_call_id="zz")
+    fixed = repair_report([orphan])
+    assert fixed.messages == []
+    assert [(c.index, c.action) for c in fixed.changes] == [(0, "dropped")]
+    assert "'zz'" in fixed.changes[0].detail
+    assert fixed.removed == [orphan]
+
+
+def test_closing_a_dangling_call_is_reported() -> None:
+    ai = AIMessage("", tool_calls=[_call("c1")])
+    fixed = repair_report([HumanMessage("go"), ai, HumanMessage("?")])
+    assert [(c.index, c.action) for c in fixed.changes] == [(1, "closed")]
+    assert fixed.removed == []
+
+
+def test_fresh_ids_never_collide_with_existing_ones() -> None:
+    a1 = AIMessage("", tool_calls=[_call("c1")])
+    a2 = AIMessage("", tool_calls=[_call("c1_dup2")])  # the id a naive rename would pick
+    a3 = AIMessage("", tool_calls=[_call("c1")])
+    msgs = [a1, ToolMessage("1", tool_call_id="c1"), a3, ToolMessage("3", tool_call_id="c1")]
+    msgs[2:2] = [a2, ToolMessage("2", tool_call_id="c1_dup2")]
+    fixed = repair_report(msgs)
+    validate_history(fixed.messages)
+    assert [m.content for m in fixed.messages if isinstance(m, ToolMessage)] == ["1", "2", "3"]
+
+
+@PROPERTY
+@given(histories(), damage_ops)
+def test_repair_keeps_every_input_result_or_reports_it_removed(
+    msgs: list[BaseMessage], ops: list[tuple[str, int, int]]
+) -> None:
+    damaged = damage(msgs, ops, dup_tool_calls=True)
+    fixed = repair_report(damaged)
+    validate_history(fixed.messages)
+    kept = {id(m) for m in fixed.messages}
+    removed = {id(m) for m in fixed.removed}
+    for m in damaged:
+        assert id(m) in kept or id(m) in removed
+    dropped = sum(c.action == "dropped" for c in fixed.changes)
+    tool_in = sum(isinstance(m, ToolMessage) for m in damaged)
+    tool_out = sum(
+        isinstance(m, ToolMessage) and m.content != INTERRUPTED_RESULT for m in fixed.messages
+    )
+    assert tool_out == tool_in - dropped  # every real result is kept unless reported dropped
+
+
+# --- a compaction leaves no orphan behind (issue 12, item 12; langchain #38352) -------------
+
+
+@PROPERTY
+@given(histories(min_tool_batches=1), damage_ops)
+def test_the_tail_after_a_safe_cut_is_valid_even_in_a_broken_history(
+    msgs: list[BaseMessage], ops: list[tuple[str, int, int]]
+) -> None:
+    damaged = damage(msgs, ops)
+    for i in range(len(damaged) + 1):
+        c = find_safe_cut(damaged, i)
+        assert 0 <= c <= len(damaged)
+        validate_history(damaged[c:], allow_pending=True)
+        if is_valid(damaged, allow_pending=True):
+            assert c <= i  # a valid history never moves forward
+
+
+def _orphan_history() -> list[BaseMessage]:
+    """An orphan result in the state (langchain #38352): providers answer it with 400."""
+    msgs: list[BaseMessage] = [HumanMessage("Task: fix the build", id="task")]
+    for k in range(6):
+        msgs.append(AIMessage("", tool_calls=[_call(f"c{k}")], id=f"a{k}"))
+        msgs.append(ToolMessage(f"log {k} " * 40, tool_call_id=f"c{k}", id=f"r{k}"))
+        if k == 3:
+            msgs.append(ToolMessage("stray result", tool_call_id="lost", id="orphan"))
+    msgs.append(AIMessage("all done", id="end"))
+    return msgs
+
+
+@pytest.mark.parametrize("keep", range(1, 10))
+def test_compaction_leaves_no_orphan_behind(keep: int) -> None:
+    from langchain_compact.compaction import compact_history
+    from langchain_compact.config import CompactionConfig
+
+    msgs = _orphan_history()
+    assert not is_valid(msgs, allow_pending=True)  # precondition
+    result = compact_history(msgs, config=CompactionConfig(keep_last_n=keep))
+    validate_history(result.messages, allow_pending=True)
+    assert "orphan" not in {m.id for m in result.messages}
+    assert "orphan" in {m.id for m in result.compacted}  # summarised (and archived), not lost
