@@ -95,6 +95,7 @@ LABELS = {
     "lc_context_editing": "langchain ContextEditingMiddleware",
     "langmem": "langmem SummarizationNode",
     "trim_messages": "langchain-core trim_messages",
+    "ours_default": "langchain-compact (graph, default summarizer)",
 }
 SUMMARIZING = ("ours", "ours_lcel", "lc_summarization", "langmem")
 _RUN_CONFIG: Any = {"configurable": {"thread_id": "bench"}}
@@ -570,20 +571,21 @@ def dependent_agent(
     """A compiled agent of system ``name`` for the dependent task, built the way each
     package documents: ``create_compacting_agent`` (ours), ``create_agent`` with the
     middleware (langchain), langmem's node before the model, a model node that trims or runs
-    ``compact_messages`` on the history (trim_messages, ours_lcel)."""
+    ``compact_messages`` on the history (trim_messages, ours_lcel). ``ours_default`` is
+    ``create_compacting_agent`` with its default (extractive) summarizer."""
     config = CompactionConfig(
         context_window=budget.window,
         trigger_ratio=budget.trigger_ratio,
         summary_max_tokens=budget.summary_tokens,
     )
-    if name == "ours":
+    if name in ("ours", "ours_default"):
         from langchain_compact.graph import create_compacting_agent
 
         return create_compacting_agent(
             model,
             tools,
             config=config,
-            summarizer=LLMSummarizer(summary_model),
+            summarizer=LLMSummarizer(summary_model) if name == "ours" else None,
             archive=None,
             recall_tool=False,
         )
