@@ -843,7 +843,9 @@ def readme_section(results: dict[str, Any]) -> str:
         )
         + f". Retention in its final model input: ours {ret[OURS]}; "
         + "; ".join(f"{_name(p)} {ret[p]}" for p in others)
-        + ". Full tables: `bench/results/latest.md`; every number: "
+        + ". "
+        + harm.closing_sentence(results)
+        + " Full tables: `bench/results/latest.md`; every number: "
         "`bench/results/latest.json`.",
         "",
     ]

@@ -154,6 +154,59 @@ def synthetic_cost_vs_peer(results: dict[str, Any]) -> str:
     return f"{sy[OURS]['cost_usd'] / sy[PEER]['cost_usd']:.2f}x"
 
 
+def closing_sentence(results: dict[str, Any]) -> str:
+    """The do-no-harm numbers of ours in one sentence (for the closing note)."""
+    tr = results["transcripts"]
+    first = next(iter(tr.values()))[OURS]
+    if "fresh" not in first:
+        return ""
+    parts = []
+    for w, per in tr.items():
+        a = per[OURS]
+        share = a["cached_tokens"] / a["input_tokens"] if a["input_tokens"] else 0.0
+        best = max(
+            (
+                per[p]["cached_tokens"] / per[p]["input_tokens"]
+                for p in per
+                if p not in (OURS, "ours_lcel") and per[p]["input_tokens"]
+            ),
+            default=0.0,
+        )
+        parts.append(
+            f"{_k(w)}: {a['fresh']['hidden']} fresh results hidden "
+            f"({a['fresh']['hidden_would_fit']} would fit), {a['stopped_runs']} runs stopped "
+            f"({a['stopped_next_fits']} with a next call that fits), cached "
+            f"{100 * share:.1f}% (best peer {100 * best:.1f}%)"
+        )
+    small = tr[min(tr, key=int)][OURS]
+    text = (
+        "Do no harm, ours on the transcripts: "
+        + "; ".join(parts)
+        + f". In the smallest window {small['stopped_before_first_call']} runs stopped before "
+        f"the first call and {small['task_head_tail_kept']}/{small['runs_with_calls']} of the "
+        "others kept the task's head and tail."
+    )
+    sc = results.get("scenario")
+    if sc:
+        outcomes = [
+            f"{kind} pages, {SCENARIO_SYSTEMS[s]}: "
+            + ("finished" if a["finished"] else "stopped")
+            + f" after {a['model_calls']} calls"
+            for kind, per in sc["kinds"].items()
+            for s, a in per["systems"].items()
+            if s != PEER
+        ]
+        text += " 12-turn scenario: " + "; ".join(outcomes) + "."
+    dep = results.get("dependent_tool_only")
+    if dep:
+        done = [
+            f"{_k(w)} {'finished' if per[OURS]['finished'] else 'not finished'}"
+            for w, per in dep["windows"].items()
+        ]
+        text += " Dependent task with values only in tool results: " + ", ".join(done) + "."
+    return text
+
+
 EXPLAIN = (
     "*Fresh results hidden*: tool results (and, for text-command agents, the observation "
     "user messages) that reached the model cut, cleared or removed on their first view (the "
@@ -172,6 +225,7 @@ EXPLAIN = (
 __all__ = [
     "EXPLAIN",
     "cache_table",
+    "closing_sentence",
     "fresh_cell",
     "fresh_table",
     "name",

@@ -205,3 +205,23 @@ def test_tool_only_policy_never_restates_a_value() -> None:
     assert first.tool_calls[0]["args"] == {"step": 1}
     out = tools[0].invoke({"step": 1})
     assert f"value={task.expected_values()[0]}" in out
+
+
+def test_lcel_refusal_ends_the_replay_as_a_stop() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from bench.__main__ import replay
+    from bench.metrics import TruthCounter
+    from bench.peers import Budget, make
+    from langchain_compact.errors import CompactionError
+
+    class Refuses:
+        def invoke(self, messages: list) -> list:
+            raise CompactionError("the next call cannot fit the window")
+
+    truth = TruthCounter()
+    adapter = make("ours_lcel", Budget(4000), truth)
+    adapter.runnable = Refuses()  # type: ignore[attr-defined]
+    log = replay(adapter, [HumanMessage("task"), AIMessage("ok")], truth=truth, window=4000)
+    assert log.stopped and "cannot fit" in log.stop_reason
+    assert log.extra["stop_next_fits"] and not log.context
