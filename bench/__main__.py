@@ -566,6 +566,7 @@ def run(
         tool_only=True,
     )
     results["scenario"] = timed_step("scenario", scenarios.twelve_turns, truth, turns=turns)
+    results["probes"] = timed_step("probes", scenarios.probes, truth, replay)
     if quick:
         results["extras"] = {m: {"skipped": "not run with --quick"} for m in ("counting", "recall")}
     else:

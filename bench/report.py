@@ -279,6 +279,11 @@ def harm_sections(results: dict[str, Any], *, level: str, number: str = "") -> l
         "",
         harm.fresh_table(results),
         "",
+        "The same in two small probes at a 128k-token window (a 13,000-character file read; "
+        "six parallel results of about 3,000 characters):",
+        "",
+        harm.probe_table(results),
+        "",
         "Runs stopped, and the task in the smallest window:",
         "",
         harm.stops_table(results),

@@ -146,6 +146,20 @@ def scenario_table(results: dict[str, Any]) -> str:
     return table(header, rows)
 
 
+def probe_table(results: dict[str, Any]) -> str:
+    """Fresh results hidden in the two probe histories (a 128k window, nothing near it)."""
+    pr = results.get("probes")
+    if not pr:
+        return "- not run"
+    labels = list(pr["histories"])
+    header = ["system", *[f"{label}: hidden (would fit)" for label in labels]]
+    rows = [
+        [name(s), *[fresh_cell(pr["histories"][label][s]) for label in labels]]
+        for s in _systems(results)
+    ]
+    return table(header, rows)
+
+
 def synthetic_cost_vs_peer(results: dict[str, Any]) -> str:
     """'ours costs N x SummarizationMiddleware' on the long synthetic run."""
     sy = results["synthetic"]["systems"]
@@ -230,6 +244,7 @@ __all__ = [
     "fresh_table",
     "name",
     "overview_table",
+    "probe_table",
     "scenario_table",
     "stops_table",
     "synthetic_cost_vs_peer",

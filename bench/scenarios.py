@@ -252,6 +252,55 @@ __all__ = [
     "ScriptedToolCaller",
     "ToolOnlyPolicy",
     "page_text",
+    "probes",
     "tool_only_tools",
     "twelve_turns",
 ]
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def _probe_histories(truth: TruthCounter) -> dict[str, list[BaseMessage]]:
+    """Two small histories in a 128k window: one 13,000-character file read, and six
+    parallel results of a few thousand characters."""
+    from langchain_core.messages import SystemMessage
+
+    rng = random.Random(5)
+    source = "\n".join(workloads._log(rng, 13_000, 0.0))[:13_000]
+    head: list[BaseMessage] = [
+        SystemMessage("You are a coding agent.", id="p-sys"),
+        HumanMessage("Read the file and fix the failing test.", id="p-task"),
+    ]
+    one = [
+        *head,
+        AIMessage(
+            "", id="p-a1", tool_calls=[{"name": "read_file", "args": {"path": "a.py"}, "id": "f1"}]
+        ),
+        ToolMessage(source, tool_call_id="f1", name="read_file", id="p-t1"),
+        AIMessage("The bug is on the last line.", id="p-a2"),
+    ]
+    calls = [{"name": "read_file", "args": {"path": f"m{k}.py"}, "id": f"m{k}"} for k in range(6)]
+    six = [*head, AIMessage("", id="p-b1", tool_calls=calls)]
+    for k in range(6):
+        text = "\n".join(workloads._log(random.Random(10 + k), 3_000, 0.0))
+        six.append(ToolMessage(text, tool_call_id=f"m{k}", name="read_file", id=f"p-r{k}"))
+    six.append(AIMessage("All six modules read.", id="p-b2"))
+    return {"one 13,000-char file read": one, "6 parallel results": six}
+
+
+PROBE_WINDOW = 128_000
+
+
+def probes(truth: TruthCounter, replay: Any) -> dict[str, Any]:
+    """Each system's first view of fresh results in the probe histories (``replay`` is
+    :func:`bench.__main__.replay`, passed in to avoid an import cycle)."""
+    out: dict[str, Any] = {"window": PROBE_WINDOW, "histories": {}}
+    for label, history in _probe_histories(truth).items():
+        per: dict[str, Any] = {}
+        for name in peers.SYSTEMS:
+            adapter = peers.make(name, peers.Budget(PROBE_WINDOW), truth)
+            log = replay(adapter, history, truth=truth, window=PROBE_WINDOW)
+            per[name] = log.extra["first_view"].as_dict()
+        out["histories"][label] = per
+    return out

@@ -116,6 +116,8 @@ def test_quick_run_reports_the_do_no_harm_columns(quick_run: tuple[dict, Path]) 
     for per in results["scenario"]["kinds"].values():
         assert all(a["model_calls"] > 0 for a in per["systems"].values())
     assert "ours_default" in results["dependent_tool_only"]["systems"]
+    for per in results["probes"]["histories"].values():
+        assert {a["results"] for a in per.values()} in ({1}, {6})
     text = readme_section(results)
     md = (out / "latest.md").read_text(encoding="utf-8")
     for needle in ("Do no harm", "hidden / fresh", "next call fits", "12-turn", "tool results"):
