@@ -4,8 +4,10 @@ Writes ``bench/results/latest.json`` (every number plus the environment),
 ``bench/results/latest.md`` (the tables), ``bench/results/context.png`` (context per call on
 the long synthetic run) and ``bench/README_SECTION.md`` (the README's benchmark section), and
 prints the markdown. ``--quick`` runs a tiny version of everything (for the smoke test);
-``--out DIR`` writes the results elsewhere. Installs nothing: it needs the project's
-``bench`` extra (``pip install -e ".[bench]"``) and ``../shared`` beside the checkout.
+``--out DIR`` writes the results elsewhere; ``--name NAME`` writes ``NAME.json`` /
+``NAME.md`` / ``NAME_context.png`` instead of ``latest.*`` (and no README section).
+Installs nothing: it needs the project's ``bench`` extra (``pip install -e ".[bench]"``)
+and ``../shared`` beside the checkout.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from bench import peers, report, workloads
+from bench import harm, peers, report, scenarios, workloads
 from bench.metrics import PRICES, CallLog, TruthCounter, error_stats, input_text, present
 from bench.metrics import relative_error as rel
 
@@ -43,17 +45,34 @@ README_SECTION = Path(__file__).resolve().parent / "README_SECTION.md"
 
 
 def replay(
-    adapter: peers.Adapter, messages: Sequence[BaseMessage], *, truth: TruthCounter, window: int
+    adapter: peers.Adapter,
+    messages: Sequence[BaseMessage],
+    *,
+    truth: TruthCounter,
+    window: int,
 ) -> CallLog:
     """Feed ``messages`` to ``adapter`` turn by turn; the scripted replies come from the
-    transcript, with usage computed from what the system actually sent."""
+    transcript, with usage computed from what the system actually sent.
+
+    ``log.extra`` gets ``first_view`` (how the fresh tool results reached the model on
+    their first view, see :mod:`bench.harm`) and, for a stopped run, ``stop_input_tokens``
+    and ``stop_next_fits`` (the refused call plus the transcript's reply fits the window)."""
     log = CallLog(window=window, truth=truth)
+    trigger = peers.Budget(window).trigger
+    text_commands = not harm.has_native_tool_calls(messages)
+    task_id = workloads.original_task_id(messages)
+    view = harm.FirstView()
     last = 0
     for i in workloads.call_points(messages):
-        res = adapter.prepare(messages[last:i])
+        new = messages[last:i]
+        res = adapter.prepare(new)
         if res.stopped:  # the run ends here: no model call, but the summarizer ran
             log.stopped, log.stop_reason = True, res.stop_reason
             log.add_summarizer(res.summarizer)
+            log.extra["stop_input_tokens"] = truth(res.model_input)
+            log.extra["stop_next_fits"] = harm.next_call_fits(
+                res.model_input, messages[i], truth=truth, window=window
+            )
             break
         log.record(
             res.model_input,
@@ -61,8 +80,11 @@ def replay(
             compacted=bool(res.summarizer),
             summarizer=res.summarizer,
         )
+        fresh = harm.fresh_results(new, text_commands=text_commands, task_id=task_id)
+        view.add(harm.first_view(fresh, res.model_input, truth=truth, trigger=trigger))
         adapter.observe(peers.with_usage(messages[i], res.model_input, truth))
         last = i + 1
+    log.extra["first_view"] = view
     return log
 
 
@@ -104,10 +126,33 @@ def transcripts_bench(
                 task_kept=0,
                 pressure_runs=0,
                 task_kept_under_pressure=0,
+                stopped_next_fits=0,
+                stopped_before_first_call=0,
+                runs_with_calls=0,
+                task_head_tail_kept=0,
+                stopped_runs_detail=[],
             )
+            view = harm.FirstView()
             hook: list[float] = []
-            for msgs in transcripts.values():
+            for stem, msgs in transcripts.items():
                 log = replay(peers.make(name, budget, truth), msgs, truth=truth, window=window)
+                view.add(log.extra["first_view"])
+                task = workloads.original_task(msgs)
+                if log.context:
+                    agg["runs_with_calls"] += 1
+                    agg["task_head_tail_kept"] += harm.task_head_tail_kept(log.last_input, task)
+                if log.stopped:
+                    fits = bool(log.extra["stop_next_fits"])
+                    agg["stopped_next_fits"] += fits
+                    agg["stopped_before_first_call"] += not log.context
+                    agg["stopped_runs_detail"].append(
+                        {
+                            "transcript": stem,
+                            "calls": len(log.context),
+                            "refused_input_tokens": log.extra["stop_input_tokens"],
+                            "next_call_fits": fits,
+                        }
+                    )
                 s = log.summary()
                 for k in _SUM_KEYS:
                     agg[k] += s[k]
@@ -130,6 +175,8 @@ def transcripts_bench(
             agg["cost_usd"] = round(agg["cost_usd"], 4)
             agg["hook_ms_median"] = round(statistics.median(hook) * 1e3, 4) if hook else 0.0
             agg["runs"] = len(transcripts)
+            agg["fresh"] = view.as_dict()
+            agg["fresh_hidden_examples"] = view.examples
             per_window[name] = agg
         out[str(window)] = per_window
     return out
@@ -184,13 +231,18 @@ def dependent_bench(
     *,
     steps: int,
     payload_chars: int,
+    tool_only: bool = False,
 ) -> dict[str, Any]:
     """The dependent task run by a real agent of each system with the context-reading
-    policy as the model: it can only finish if every earlier value survived."""
+    policy as the model: it can only finish if every earlier value survived.
+
+    ``tool_only``: the policy's tool calls carry only the step number
+    (:class:`bench.scenarios.ToolOnlyPolicy`), so each value appears only in its step's
+    tool result."""
     from langchain_compact.demo import ContextReadingPolicy, DependentTask
 
     task = DependentTask(steps=steps, payload_chars=payload_chars)
-    tools = task.tools()
+    tools = scenarios.tool_only_tools(task) if tool_only else task.tools()
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     schema = json.dumps(
@@ -201,6 +253,8 @@ def dependent_bench(
         "steps": steps,
         "payload_chars": payload_chars,
         "code": task.code,
+        "tool_only": tool_only,
+        "systems": list(systems),
         "windows": {},
     }
     for window in windows:
@@ -208,7 +262,9 @@ def dependent_bench(
         per: dict[str, Any] = {}
         for name in systems:
             recorder: list[list[BaseMessage]] = []
-            policy = ContextReadingPolicy(token_counter=truth, recorder=recorder)
+            policy: Any = ContextReadingPolicy(token_counter=truth, recorder=recorder)
+            if tool_only:
+                policy = scenarios.ToolOnlyPolicy(inner=policy)
             provider = "scripted"  # the policy's replies carry model_provider="scripted"
             summary_model = peers.make_summary_model(budget, truth, provider=provider)
             summary_model.position = lambda rec=recorder: len(rec)  # type: ignore[misc]
@@ -425,25 +481,34 @@ def environment() -> dict[str, Any]:
     }
 
 
-def run(*, quick: bool = False, out_dir: Path = RESULTS_DIR, section: Path | None = None) -> dict:
-    """Run everything; write the results into ``out_dir``; return the results dict."""
+def run(
+    *,
+    quick: bool = False,
+    out_dir: Path = RESULTS_DIR,
+    section: Path | None = None,
+    name: str = "latest",
+) -> dict:
+    """Run everything; write ``<name>.json``, ``<name>.md`` and the plot into ``out_dir``;
+    return the results dict."""
     t_start = time.perf_counter()
     truth = TruthCounter()
     systems = list(peers.SYSTEMS)
     if quick:
         transcripts = workloads.load_transcripts(limit=2)
-        windows: list[int] = [4000]
+        windows: list[int] = [4000, 32000]
         synth = workloads.synthetic_run(calls=30, facts=3)
         synth_window = 4000
         sizes, timed = [50, 100], {50: 2, 100: 2}
         dep_windows, steps, payload = [4000], 4, 2500
+        turns = 4
     else:
         transcripts = workloads.load_transcripts()
-        windows = [4000, 8000]
+        windows = [4000, 8000, 32000, 128000]
         synth = workloads.synthetic_run(calls=320, facts=12)
         synth_window = 8000
         sizes, timed = [50, 500, 5000], {50: 40, 500: 25, 5000: 12}
         dep_windows, steps, payload = [4000, 8000], 14, 6000
+        turns = scenarios.SCENARIO_TURNS
     timings: dict[str, float] = {}
 
     def timed_step(key: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -490,6 +555,18 @@ def run(*, quick: bool = False, out_dir: Path = RESULTS_DIR, section: Path | Non
         steps=steps,
         payload_chars=payload,
     )
+    results["dependent_tool_only"] = timed_step(
+        "dependent_tool_only",
+        dependent_bench,
+        dep_windows,
+        ["ours", "ours_default", *systems[1:]],
+        truth,
+        steps=steps,
+        payload_chars=payload,
+        tool_only=True,
+    )
+    results["scenario"] = timed_step("scenario", scenarios.twelve_turns, truth, turns=turns)
+    results["probes"] = timed_step("probes", scenarios.probes, truth, replay)
     if quick:
         results["extras"] = {m: {"skipped": "not run with --quick"} for m in ("counting", "recall")}
     else:
@@ -497,12 +574,13 @@ def run(*, quick: bool = False, out_dir: Path = RESULTS_DIR, section: Path | Non
     timings["total"] = round(time.perf_counter() - t_start, 1)
     results["meta"]["seconds"] = timings
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "latest.json").write_text(
+    (out_dir / f"{name}.json").write_text(
         json.dumps(results, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
     )
-    markdown = report.markdown(results)
-    (out_dir / "latest.md").write_text(markdown, encoding="utf-8")
-    report.plot(results, out_dir / "context.png")
+    image = report.image_name(name)
+    markdown = report.markdown(results, image=image)
+    (out_dir / f"{name}.md").write_text(markdown, encoding="utf-8")
+    report.plot(results, out_dir / image)
     if section is not None:
         section.write_text(report.readme_section(results), encoding="utf-8")
     return results
@@ -514,17 +592,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help=f"results directory (default {RESULTS_DIR})"
     )
+    parser.add_argument(
+        "--name",
+        default="latest",
+        help="results file stem: writes <name>.json and <name>.md (default latest); any "
+        "other name leaves latest.* and the README section alone",
+    )
     args = parser.parse_args(argv)
     out_dir = args.out or RESULTS_DIR
     # The README section is regenerated only by a full run into the committed results.
-    section = README_SECTION if (args.out is None and not args.quick) else None
+    committed = args.out is None and not args.quick and args.name == "latest"
+    section = README_SECTION if committed else None
     logging.basicConfig(level=logging.ERROR)
     with warnings.catch_warnings():
         # Peers' own warnings (deprecations, langmem's trim fallback) are not ours to fail on.
         warnings.simplefilter("ignore")
-        results = run(quick=args.quick, out_dir=out_dir, section=section)
-    print(report.markdown(results))
-    print(f"[bench] wrote {out_dir}/latest.json, latest.md, context.png", file=sys.stderr)
+        results = run(quick=args.quick, out_dir=out_dir, section=section, name=args.name)
+    print(report.markdown(results, image=report.image_name(args.name)))
+    print(
+        f"[bench] wrote {out_dir}/{args.name}.json, {args.name}.md, {report.image_name(args.name)}",
+        file=sys.stderr,
+    )
     return 0
 
 

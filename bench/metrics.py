@@ -205,6 +205,8 @@ class CallLog:
     stopped: bool = False
     stop_reason: str = ""
     last_input: list[BaseMessage] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Workload-specific records (first views of fresh results, the refused call's size)."""
 
     def record(
         self,

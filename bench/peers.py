@@ -16,7 +16,8 @@ Systems (all at the same budget: trigger ``T = 0.75 x window``, summary bound ``
   (``CompactionNodes.micro`` -> ``route`` -> ``summarize`` -> ``after_summarize``), with
   ``CompactionConfig(context_window=W, summary_max_tokens=S)``, otherwise defaults.
 * ``ours_lcel``: langchain-compact's stateless ``compact_messages(...)`` Runnable applied to the
-  whole raw history on every call (the LCEL transformer).
+  whole raw history on every call (the LCEL transformer). A ``CompactionError`` it raises
+  (a call that cannot fit) ends the run like a stop.
 * ``lc_summarization``: langchain ``SummarizationMiddleware(model=<summarizer>,
   trigger=("tokens", T), keep=("messages", 4))``; its ``before_model`` hook, whose update is
   applied to the agent state like ``create_agent`` does.
@@ -75,6 +76,7 @@ from langchain.agents.middleware.summarization import (
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 
 from langchain_compact import CompactionConfig
+from langchain_compact.errors import CompactionError, ConfigError, InvalidHistoryError
 from langchain_compact.graph.nodes import CompactionNodes
 from langchain_compact.lcel import compact_messages
 from langchain_compact.summarizers import DEFAULT_SUMMARY_PROMPT as OUR_SUMMARY_PROMPT
@@ -95,6 +97,7 @@ LABELS = {
     "lc_context_editing": "langchain ContextEditingMiddleware",
     "langmem": "langmem SummarizationNode",
     "trim_messages": "langchain-core trim_messages",
+    "ours_default": "langchain-compact (graph, default summarizer)",
 }
 SUMMARIZING = ("ours", "ours_lcel", "lc_summarization", "langmem")
 _RUN_CONFIG: Any = {"configurable": {"thread_id": "bench"}}
@@ -393,7 +396,12 @@ class OursLCEL(Adapter):
         self.runnable = compact_messages(config=config, summarizer=LLMSummarizer(summary_model))
 
     def _hook(self) -> tuple[list[BaseMessage], bool, str]:
-        return list(self._timed(self.runnable.invoke, self.messages)), False, ""
+        try:
+            return list(self._timed(self.runnable.invoke, self.messages)), False, ""
+        except (ConfigError, InvalidHistoryError):
+            raise  # a bug in the bench or the package, not a stop
+        except CompactionError as exc:  # the chain refused a call that cannot fit: a stop
+            return list(self.messages), True, f"raised {type(exc).__name__}: {exc}"
 
 
 class LCSummarization(Adapter):
@@ -570,20 +578,21 @@ def dependent_agent(
     """A compiled agent of system ``name`` for the dependent task, built the way each
     package documents: ``create_compacting_agent`` (ours), ``create_agent`` with the
     middleware (langchain), langmem's node before the model, a model node that trims or runs
-    ``compact_messages`` on the history (trim_messages, ours_lcel)."""
+    ``compact_messages`` on the history (trim_messages, ours_lcel). ``ours_default`` is
+    ``create_compacting_agent`` with its default (extractive) summarizer."""
     config = CompactionConfig(
         context_window=budget.window,
         trigger_ratio=budget.trigger_ratio,
         summary_max_tokens=budget.summary_tokens,
     )
-    if name == "ours":
+    if name in ("ours", "ours_default"):
         from langchain_compact.graph import create_compacting_agent
 
         return create_compacting_agent(
             model,
             tools,
             config=config,
-            summarizer=LLMSummarizer(summary_model),
+            summarizer=LLMSummarizer(summary_model) if name == "ours" else None,
             archive=None,
             recall_tool=False,
         )

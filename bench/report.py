@@ -1,7 +1,8 @@
 """Turn ``latest.json`` into markdown tables, the context plot and the README section.
 
-``python -m bench.report [results.json]`` regenerates ``latest.md``, ``context.png`` and
-``bench/README_SECTION.md`` from an existing results file without re-running anything.
+``python -m bench.report [results.json]`` regenerates ``<stem>.md``, the plot and (from the
+committed ``latest.json`` only) ``bench/README_SECTION.md`` from an existing results file
+without re-running anything.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import report_harm as harm
 from bench.peers import LABELS, SUMMARIZING
 
 OURS = "ours"
@@ -22,6 +24,7 @@ _SHORT = {
     "lc_context_editing": "ContextEditingMiddleware",
     "langmem": "langmem SummarizationNode",
     "trim_messages": "trim_messages",
+    "ours_default": "ours (graph, default summarizer)",
 }
 
 
@@ -149,14 +152,16 @@ def synthetic_table(results: dict[str, Any]) -> str:
         "input tokens",
         "cached %",
         "summarizer calls (tokens in/out)",
-        "cost $",
+        "cost $ (vs SumMW)",
         "constraints kept",
         "facts kept (user / assistant / tool)",
+        "tool facts kept",
         "invalid inputs",
         "back-to-back compactions",
         "ms/call (median)",
     ]
     rows = []
+    peer_cost = sy["systems"].get("lc_summarization", {}).get("cost_usd", 0.0)
     for s in _systems(results):
         a = sy["systems"][s]
         cached = 100 * a["cached_tokens"] / a["input_tokens"] if a["input_tokens"] else 0
@@ -172,16 +177,21 @@ def synthetic_table(results: dict[str, Any]) -> str:
                 f"{cached:.0f}%",
                 f"{a['summarizer_calls']} ({_int(a['summarizer_input_tokens'])}/"
                 f"{_int(a['summarizer_output_tokens'])})",
-                f"{a['cost_usd']:.2f}",
+                f"{a['cost_usd']:.2f} ({_vs(a['cost_usd'], peer_cost)})",
                 f"{a['constraints_kept']}/{a['constraints_total']}",
                 f"{a['facts_kept']}/{a['facts_total']} "
                 f"({fw.get('user', '-')} / {fw.get('assistant', '-')} / {fw.get('tool', '-')})",
+                fw.get("tool", "-"),
                 str(a["invalid_calls"]),
                 str(a["back_to_back_compactions"]) if s in SUMMARIZING else "n/a",
                 _ms(a["hook_ms_median"]),
             ]
         )
     return _table(header, rows)
+
+
+def _vs(cost: float, peer: float) -> str:
+    return f"{cost / peer:.2f}x" if peer else "n/a"
 
 
 def _dependent_cell(a: dict[str, Any]) -> str:
@@ -192,14 +202,14 @@ def _dependent_cell(a: dict[str, Any]) -> str:
     return "**yes**"
 
 
-def dependent_table(results: dict[str, Any]) -> str:
-    dep = results["dependent"]
+def dependent_table(results: dict[str, Any], key: str = "dependent") -> str:
+    dep = results[key]
     header = ["system"]
     for w in dep["windows"]:
         k = f"{int(w) // 1000}k"
         header += [f"{k}: finished", f"{k}: model calls, peak ctx, summarizer calls"]
     rows = []
-    for s in _systems(results):
+    for s in dep.get("systems", _systems(results)):
         row = [_name(s)]
         for w in dep["windows"]:
             a = dep["windows"][w][s]
@@ -246,7 +256,72 @@ def _flat(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
-def markdown(results: dict[str, Any]) -> str:
+def _scenario_title(results: dict[str, Any]) -> str:
+    sc = results.get("scenario") or {"turns": "?", "window": 0}
+    return (
+        f"{sc['turns']} tool turns, one result of about 3,100 tokens each, "
+        f"{int(sc['window']):,}-token window, real agents, scripted model"
+    )
+
+
+def harm_sections(results: dict[str, Any], *, level: str, number: str = "") -> list[str]:
+    """The do-no-harm tables over the transcript replays (markdown lines)."""
+    first = next(iter(results["transcripts"].values()))[OURS]
+    runs = first["runs"]
+    if "fresh" not in first:  # a results file from before these measures existed
+        return [f"{level} {number}Do no harm", "", "- not measured in this results file", ""]
+    return [
+        f"{level} {number}Do no harm: {runs} transcripts replayed at every window",
+        "",
+        harm.EXPLAIN,
+        "",
+        "Fresh tool results hidden on their first view:",
+        "",
+        harm.fresh_table(results),
+        "",
+        "The same in two small probes at a 128k-token window (a 13,000-character file read; "
+        "six parallel results of about 3,000 characters):",
+        "",
+        harm.probe_table(results),
+        "",
+        "Runs stopped, and the task in the smallest window:",
+        "",
+        harm.stops_table(results),
+        "",
+        "Cached share of input tokens (cost relative to SummarizationMiddleware's):",
+        "",
+        harm.cache_table(results),
+        "",
+    ]
+
+
+def dependent_sections(results: dict[str, Any], *, level: str, number: str = "") -> list[str]:
+    """The dependent task, as the demo runs it and with values only in tool results."""
+    dep = results["dependent"]
+    lines = [
+        f"{level} {number}Dependent task ({dep['steps']} steps, real agents, context-reading "
+        "policy as the model)",
+        "",
+        "The policy restates each value in its next tool call (`run_step(step, previous)`):",
+        "",
+        dependent_table(results),
+        "",
+    ]
+    if "dependent_tool_only" in results:
+        lines += [
+            "Values only in tool results: the tool calls carry only the step number, so each "
+            "step's value appears only in that step's tool result and the final answer must "
+            "list them all. *ours (graph, default summarizer)* is `create_compacting_agent` "
+            "with its default extractive summarizer; *ours* uses `LLMSummarizer` over the "
+            "shared extractive summary model.",
+            "",
+            dependent_table(results, "dependent_tool_only"),
+            "",
+        ]
+    return lines
+
+
+def markdown(results: dict[str, Any], *, image: str = "context.png") -> str:
     """All tables of ``results`` as one markdown document."""
     meta = results["meta"]
     cfg = results["config"]
@@ -277,10 +352,11 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         counting_table(results),
         "",
+        *harm_sections(results, level="##", number="3. "),
     ]
     for w in results["transcripts"]:
         lines += [
-            f"## 3. Transcripts replayed at a {int(w):,}-token window "
+            f"## 4. Transcripts replayed at a {int(w):,}-token window "
             f"({results['transcripts'][w][OURS]['runs']} runs, all summed)",
             "",
             transcripts_table(results, w),
@@ -290,20 +366,20 @@ def markdown(results: dict[str, Any]) -> str:
         ]
     sy = results["synthetic"]
     lines += [
-        f"## 4. Long synthetic run ({sy['calls']} model calls, window {sy['window']:,})",
+        f"## 5. Long synthetic run ({sy['calls']} model calls, window {sy['window']:,})",
         "",
         synthetic_table(results),
         "",
         violations_note(sy["systems"]),
         "",
-        "![context tokens per call](context.png)",
+        f"![context tokens per call]({image})",
         "",
-        f"## 5. Dependent task ({results['dependent']['steps']} steps, real agents, "
-        "context-reading policy as the model)",
+        f"## 6. The 12-turn scenario ({_scenario_title(results)})",
         "",
-        dependent_table(results),
+        harm.scenario_table(results),
         "",
-        "## 6. Other benchmarks in bench/",
+        *dependent_sections(results, level="##", number="7. "),
+        "## 8. Other benchmarks in bench/",
         "",
         extras_section(results) or "- none",
         "",
@@ -432,6 +508,16 @@ WHY: dict[str, Callable[[str], str]] = {
         f"{_name(p)} never removes a user message; ours pins the task in every compacted "
         "history, and misses it only in runs it stopped before the first model call."
     ),
+    "fresh": lambda p: (
+        f"{_name(p)} leaves a result whole until its trigger; ours' micro-compaction "
+        "clears all but the newest few tool results and cuts long ones on every call, "
+        "pressure or not, so a result can reach the model cut or cleared on its first view."
+    ),
+    "cache": lambda p: (
+        f"{_name(p)} changes the history only at its trigger; ours' micro-compaction "
+        "rewrites an older tool result on most calls, which breaks the cached prompt prefix "
+        "from that message on."
+    ),
     "dependent": lambda p: (
         f"{_name(p)} kept calling the model where ours stopped (see 'runs stopped' above)."
     ),
@@ -507,6 +593,28 @@ def peer_wins(results: dict[str, Any]) -> list[str]:
                 (p, _int(per_call[p]), _int(per_call[OURS]))
                 for p in peers_only
                 if _better(per_call[OURS], per_call[p])
+            ],
+        )
+        add(
+            "fresh",
+            f"{label}: fresh tool results hidden on their first view",
+            [
+                (p, harm.fresh_cell(tr[p]["fresh"]), harm.fresh_cell(o["fresh"]))
+                for p in peers_only
+                if "fresh" in o and tr[p]["fresh"]["hidden"] < o["fresh"]["hidden"]
+            ],
+        )
+        share = {
+            s: tr[s]["cached_tokens"] / tr[s]["input_tokens"] if tr[s]["input_tokens"] else 0.0
+            for s in _systems(results)
+        }
+        add(
+            "cache",
+            f"{label}: cached share of input tokens",
+            [
+                (p, f"{100 * share[p]:.1f}%", f"{100 * share[OURS]:.1f}%")
+                for p in peers_only
+                if share[p] > share[OURS] + 0.005
             ],
         )
         add(
@@ -617,7 +725,8 @@ def readme_section(results: dict[str, Any]) -> str:
     prices = cfg["prices"]
     sy = results["synthetic"]
     h = headline(results)
-    windows = " and ".join(f"{int(w):,}" for w in results["transcripts"])
+    ws = [f"{int(w):,}" for w in results["transcripts"]]
+    windows = ", ".join(ws[:-1]) + " and " + ws[-1] if len(ws) > 1 else ws[0]
     runs = next(iter(results["transcripts"].values()))[OURS]["runs"]
     lines = [
         "## Benchmark",
@@ -657,7 +766,10 @@ def readme_section(results: dict[str, Any]) -> str:
         f"{len(sy['facts'])} planted facts, Chinese content) at {sy['window']:,}; the "
         f"{results['dependent']['steps']}-step dependent task run by real agents "
         "(`create_agent`, langmem's node graph, `create_compacting_agent`) with a "
-        "context-reading policy that can only finish if earlier values survived. "
+        "context-reading policy that can only finish if earlier values survived (as the demo "
+        "runs it, and with each value only in its step's tool result); the 12-turn scenario "
+        "(a scripted model reads 12 pages of about 3,100 tokens in an 8k window, then "
+        "answers) through `create_agent` and `create_compacting_agent`. "
         f"Cost: {prices['model']}, fresh input ${prices['fresh_input']:.2f}, cached input "
         f"${prices['cached_input']:.2f} (when a call extends the previous call's prompt "
         f"prefix unchanged), output ${prices['output']:.2f} for summaries.",
@@ -684,15 +796,17 @@ def readme_section(results: dict[str, Any]) -> str:
         counting_table(results),
         "",
     ]
-    for w in results["transcripts"]:
-        lines += [
-            f"### Transcripts at a {int(w):,}-token window",
-            "",
-            transcripts_table(results, w),
-            "",
-            violations_note(results["transcripts"][w]),
-            "",
-        ]
+    lines += harm_sections(results, level="###")
+    lines += [
+        "### Transcripts: calls made, calls over the window, invalid inputs",
+        "",
+        "Per window: model calls made / scripted, calls over the window, invalid inputs "
+        "(summed over the runs). Peak context, tokens, summarizer calls and task retention "
+        "per window are in `bench/results/latest.md`.",
+        "",
+        harm.overview_table(results),
+        "",
+    ]
     lines += [
         f"### Long synthetic run ({sy['calls']} calls, {sy['window']:,}-token window)",
         "",
@@ -702,10 +816,14 @@ def readme_section(results: dict[str, Any]) -> str:
         "",
         "![Context tokens per model call on the long synthetic run](bench/results/context.png)",
         "",
-        "### Dependent task",
+        f"### The 12-turn scenario ({_scenario_title(results)})",
         "",
-        dependent_table(results),
+        "*dense* pages (base64) stay under the package's 5,000-character cut size; *log* pages "
+        "are over it.",
         "",
+        harm.scenario_table(results),
+        "",
+        *dependent_sections(results, level="###"),
         "### Where a peer wins, and why",
         "",
     ]
@@ -721,18 +839,27 @@ def readme_section(results: dict[str, Any]) -> str:
         "",
         f"Per-call decision overhead at {h['overhead_size']:,} messages, relative to ours: "
         + ", ".join(f"{_name(p)} {_ratio(ratio[p])}" for p in others)
-        + ". Cache-aware cost of the long synthetic run relative to ours: "
+        + ". Cache-aware cost of the long synthetic run: ours "
+        + harm.synthetic_cost_vs_peer(results)
+        + " SummarizationMiddleware's; relative to ours: "
         + ", ".join(
             f"{_name(p)} {cost[p]:.2f}x" if cost[p] is not None else f"{_name(p)} n/a"
             for p in others
         )
         + f". Retention in its final model input: ours {ret[OURS]}; "
         + "; ".join(f"{_name(p)} {ret[p]}" for p in others)
-        + ". Full tables: `bench/results/latest.md`; every number: "
+        + ". "
+        + harm.closing_sentence(results)
+        + " Full tables: `bench/results/latest.md`; every number: "
         "`bench/results/latest.json`.",
         "",
     ]
     return "\n".join(lines)
+
+
+def image_name(stem: str) -> str:
+    """The plot's file name for results ``<stem>.json``."""
+    return "context.png" if stem == "latest" else f"{stem}_context.png"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -740,8 +867,9 @@ def main(argv: list[str] | None = None) -> int:
     here = Path(__file__).resolve().parent
     path = Path(args[0]) if args else here / "results" / "latest.json"
     results = json.loads(path.read_text(encoding="utf-8"))
-    (path.parent / "latest.md").write_text(markdown(results), encoding="utf-8")
-    plot(results, path.parent / "context.png")
+    image = image_name(path.stem)
+    (path.parent / f"{path.stem}.md").write_text(markdown(results, image=image), encoding="utf-8")
+    plot(results, path.parent / image)
     if not results["meta"].get("quick") and not args:  # only from the committed results
         (here / "README_SECTION.md").write_text(readme_section(results), encoding="utf-8")
     return 0

@@ -97,6 +97,14 @@ def original_task(messages: Sequence[BaseMessage]) -> str:
     return ""
 
 
+def original_task_id(messages: Sequence[BaseMessage]) -> str | None:
+    """The id of the first user message (the task)."""
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            return m.id
+    return None
+
+
 def long_history(transcripts: dict[str, list[BaseMessage]], n: int) -> list[BaseMessage]:
     """At least ``n`` messages: transcripts concatenated (repeated as needed) behind the first
     one's system message, with fresh message and tool-call ids."""

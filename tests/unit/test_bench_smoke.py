@@ -98,3 +98,132 @@ def test_metrics_flag_provider_rule_breaks() -> None:
     cached, fresh = cache_split(ok[:2], ok, truth)
     assert cached == truth.message(ok[0]) + truth.message(ok[1])
     assert cached + fresh == truth(ok)
+
+
+def test_quick_run_reports_the_do_no_harm_columns(quick_run: tuple[dict, Path]) -> None:
+    from bench.peers import SYSTEMS
+    from bench.report import readme_section
+
+    results, out = quick_run
+    for per_window in results["transcripts"].values():
+        for name in SYSTEMS:
+            a = per_window[name]
+            assert a["fresh"]["results"] >= a["fresh"]["hidden"] >= a["fresh"]["hidden_would_fit"]
+            assert a["stopped_next_fits"] <= a["stopped_runs"]
+            assert a["stopped_before_first_call"] <= a["stopped_runs"]
+            assert a["task_head_tail_kept"] <= a["runs_with_calls"] <= a["runs"]
+    assert set(results["scenario"]["kinds"]) == {"dense", "log"}
+    for per in results["scenario"]["kinds"].values():
+        assert all(a["model_calls"] > 0 for a in per["systems"].values())
+    assert "ours_default" in results["dependent_tool_only"]["systems"]
+    for per in results["probes"]["histories"].values():
+        assert {a["results"] for a in per.values()} in ({1}, {6})
+    text = readme_section(results)
+    md = (out / "latest.md").read_text(encoding="utf-8")
+    for needle in ("Do no harm", "hidden / fresh", "next call fits", "12-turn", "tool results"):
+        assert needle in text and needle in md
+
+
+def _batch(n: int, chars: int) -> list:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    calls = [{"name": "read", "args": {"i": k}, "id": f"c{k}"} for k in range(n)]
+    head = [SystemMessage("sys", id="s"), HumanMessage("the task", id="t")]
+    head.append(AIMessage("", tool_calls=calls, id="a"))
+    return head + [ToolMessage(f"r{k} " + "x" * chars, tool_call_id=f"c{k}") for k in range(n)]
+
+
+def test_first_view_tells_whole_cut_cleared_and_dropped_apart() -> None:
+    from langchain_core.messages import ToolMessage
+
+    from bench.harm import first_view
+    from bench.metrics import TruthCounter
+
+    truth = TruthCounter()
+    sent = _batch(4, 2000)
+    fresh = sent[3:]
+    whole = first_view(fresh, sent, truth=truth, trigger=10_000)
+    assert (whole.results, whole.hidden) == (4, 0)
+    shown = list(sent)
+    shown[3] = ToolMessage("[cleared]", tool_call_id="c0")  # cleared
+    shown[4] = ToolMessage(fresh[1].content[:100], tool_call_id="c1")  # cut
+    del shown[5]  # dropped
+    view = first_view(fresh, shown, truth=truth, trigger=10_000)
+    assert (view.hidden, view.cut_or_cleared, view.dropped) == (3, 2, 1)
+    assert view.hidden_would_fit == 3
+    tight = first_view(fresh, shown, truth=truth, trigger=truth(shown))
+    assert tight.hidden == 3 and tight.hidden_would_fit == 0
+
+
+def test_fresh_results_count_observations_only_for_text_command_agents() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from bench.harm import fresh_results, has_native_tool_calls
+
+    batch = _batch(2, 10)
+    assert has_native_tool_calls(batch)
+    assert len(fresh_results(batch, text_commands=False, task_id="t")) == 2
+    text_agent = [HumanMessage("task", id="t"), AIMessage("ls"), HumanMessage("a.py b.py", id="o")]
+    assert not has_native_tool_calls(text_agent)
+    got = fresh_results(text_agent, text_commands=True, task_id="t")
+    assert [m.id for m in got] == ["o"]
+    assert fresh_results(text_agent, text_commands=False, task_id="t") == []
+
+
+def test_task_head_and_tail_both_required() -> None:
+    from langchain_core.messages import HumanMessage
+
+    from bench.harm import task_head_tail_kept
+
+    task = "HEAD " + "middle words " * 100 + " TAIL"
+    assert task_head_tail_kept([HumanMessage(task)], task)
+    assert task_head_tail_kept([HumanMessage(task[:220] + " ... " + task[-220:])], task)
+    assert not task_head_tail_kept([HumanMessage(task[:300])], task)
+    assert not task_head_tail_kept([HumanMessage(task[-300:])], task)
+
+
+def test_next_call_fits_counts_the_reply() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from bench.harm import next_call_fits
+    from bench.metrics import TruthCounter
+
+    truth = TruthCounter()
+    history = [HumanMessage("word " * 500)]
+    reply = AIMessage("answer " * 50)
+    size = truth(history) + truth([reply])
+    assert next_call_fits(history, reply, truth=truth, window=size)
+    assert not next_call_fits(history, reply, truth=truth, window=size - 1)
+
+
+def test_tool_only_policy_never_restates_a_value() -> None:
+    from bench.scenarios import ToolOnlyPolicy, tool_only_tools
+    from langchain_compact.demo import ContextReadingPolicy, DependentTask
+
+    task = DependentTask(steps=2, payload_chars=0)
+    tools = tool_only_tools(task)
+    model = ToolOnlyPolicy(inner=ContextReadingPolicy()).bind_tools(tools)
+    first = model.invoke(task.prompt())
+    assert first.tool_calls[0]["args"] == {"step": 1}
+    out = tools[0].invoke({"step": 1})
+    assert f"value={task.expected_values()[0]}" in out
+
+
+def test_lcel_refusal_ends_the_replay_as_a_stop() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from bench.__main__ import replay
+    from bench.metrics import TruthCounter
+    from bench.peers import Budget, make
+    from langchain_compact.errors import CompactionError
+
+    class Refuses:
+        def invoke(self, messages: list) -> list:
+            raise CompactionError("the next call cannot fit the window")
+
+    truth = TruthCounter()
+    adapter = make("ours_lcel", Budget(4000), truth)
+    adapter.runnable = Refuses()  # type: ignore[attr-defined]
+    log = replay(adapter, [HumanMessage("task"), AIMessage("ok")], truth=truth, window=4000)
+    assert log.stopped and "cannot fit" in log.stop_reason
+    assert log.extra["stop_next_fits"] and not log.context
