@@ -153,8 +153,8 @@ def _trigger(config: CompactionConfig) -> int:
 
 
 def removed_since_boundary(messages: Sequence[BaseMessage]) -> int:
-    """Tokens of tool results cleared or cut since the newest compaction (their originals
-    are in the archive; the next compaction folds them into its summary)."""
+    """Tokens of tool results cleared or cut since the newest compaction in ``messages``
+    (their originals are in the archive; a compaction folds them into its summary)."""
     b, _kept = newest_boundary(messages)
     total = 0
     for m in messages[b + 1 :]:
@@ -213,9 +213,10 @@ def decide(
     fold = fold_limit is not None and removed_since_boundary(messages) >= fold_limit
     if tokens < trigger and not fold:
         return Decision("continue", tokens, trigger, "under the trigger")
-    if tokens < trigger:  # fold the cleared results' facts into a summary, if possible
-        if _plan(messages, config) is None:
-            return Decision("continue", tokens, trigger, "cleared results wait for a span")
+    plan = _plan(messages, config)
+    if tokens < trigger:  # fold the cleared results' facts into a summary, if due
+        if plan is None or removed_since_boundary(plan.span) < (fold_limit or 0):
+            return Decision("continue", tokens, trigger, "cleared results wait in the tail")
         return Decision(
             "compact", tokens, trigger, "the results cleared since the last compaction are due"
         )
@@ -234,10 +235,10 @@ def decide(
             "stop",
             tokens,
             trigger,
-            f"thrash guard: {config.thrash_limit} compactions in a row refilled the context "
-            "within one model turn",
+            f"thrash guard: {config.thrash_limit} compactions in a row, each one model turn "
+            "after the last, left the context over the trigger and no smaller",
         )
-    if _plan(messages, config) is None:
+    if plan is None:
         if tokens <= fit:  # nothing new to summarise yet, but the call still fits
             return Decision("continue", tokens, trigger, "over the trigger, nothing to compact yet")
         return Decision(
@@ -554,7 +555,11 @@ def _steps(
             tail = yield from _slim_tail(
                 tail, config, archive, thread_id, counter, keep=0, unread_need=need
             )
-    cause = "trigger" if trigger is None or tokens_before >= trigger else "fold"
+    cause = (
+        "trigger"
+        if trigger is None or tokens_before >= effective_trigger(messages, config)
+        else "fold"
+    )
     meta: dict[str, Any] = {
         "index": index,
         "archive_ref": ref,
@@ -569,11 +574,16 @@ def _steps(
     }
     draft = [*head, _summary_message(body, config, plan.span, **meta), *tail]
     tokens_after = round((counter(draft) + extra) * scale) + overhead
-    # The thrash guard counts compactions in a row that refill within one model turn and
-    # could not get under the trigger: no progress. A compaction that gets under it is
-    # progress even when a large new result refills the context right after (a small
-    # window), and one that folds cleared results in under the trigger is routine.
-    stuck = cause == "trigger" and trigger is not None and tokens_after >= trigger
+    # The thrash guard counts compactions in a row, each within one model turn of the last,
+    # that left the context over the trigger and no smaller than they found it: no
+    # progress. One that frees room is progress even when the next large result fills a
+    # small window again; one that folds cleared results in under the trigger is routine.
+    stuck = (
+        cause == "trigger"
+        and trigger is not None
+        and tokens_after >= trigger
+        and tokens_after >= tokens_before
+    )
     meta["refill_streak"] = (
         info.refill_streak + 1 if stuck and info.count and info.turns_since <= 1 else 0
     )

@@ -43,7 +43,7 @@ DEFAULT_LARGE_TOOL_RESULT_CHARS = 5_000
 DEFAULT_MICRO_TRIGGER_RATIO = 0.5
 DEFAULT_MICRO_TARGET_RATIO = 0.3
 DEFAULT_LARGE_RESULT_RATIO = 0.2
-DEFAULT_FOLD_RATIO = 0.4
+DEFAULT_FOLD_RATIO = 1.0
 DEFAULT_TASK_MAX_RATIO = 0.25
 DEFAULT_REPLY_RESERVE_CAP = 4_096
 DEFAULT_ARCHIVE_DIR = ".memory"
@@ -126,7 +126,8 @@ class CompactionConfig:
     fold_ratio: float = DEFAULT_FOLD_RATIO
     """When the originals of the results cleared since the last compaction pass
     ``fold_ratio * context_window`` tokens, a compaction folds them into a summary (the
-    summarizer reads the archived originals, not the placeholders). Default 0.4."""
+    summarizer reads the archived originals, not the placeholders). Default 1.0: a window's
+    worth of cleared originals; until then each placeholder keeps its facts visible."""
 
     reply_reserve_tokens: int | None = None
     """Tokens kept free for the model's reply. A call "fits" when the context is at most
@@ -150,10 +151,10 @@ class CompactionConfig:
     no cap, so a long task can outlive many windows; the thrash guard still applies."""
 
     thrash_limit: int = DEFAULT_THRASH_LIMIT
-    """Stop after this many compactions in a row that could not get the context under the
-    trigger and saw it refill within one model turn: no progress (always on; default 3). A
-    compaction that gets under the trigger is progress, even when the next large result
-    fills a small window again."""
+    """Stop after this many compactions in a row, each one model turn after the last, that
+    left the context over the trigger and no smaller than they found it: no progress (always
+    on; default 3). A compaction that frees room is progress, even when the next large
+    result fills a small window again."""
 
     cooldown_turns: int = 0
     """After a full compaction, this many model turns run with micro-compaction only

@@ -185,11 +185,14 @@ def _clear_one(
     if saved <= 0:  # a placeholder longer than the result would only grow the context
         return None
     removed = int(meta.get("removed_tokens", 0)) + saved
+    # ``saved_tokens`` credits the newest usage report: what was removed since it was made
+    # (a cut made after the same report counts too; one made before it was already seen).
+    since = saved + (int(meta.get("saved_tokens", 0)) if meta.get("usage_anchor") == anchor else 0)
     return with_meta(
         msg.model_copy(update={"content": new_text, "artifact": None}),
         kind=KIND_CLEARED,
         original_chars=chars,
-        saved_tokens=saved,
+        saved_tokens=since,
         removed_tokens=removed,
         usage_anchor=anchor,
     )
@@ -397,8 +400,15 @@ class _Budget:
     def __init__(self, messages: list[BaseMessage], counter: TokenCounter, tools: Any) -> None:
         self.tokens = context_tokens(messages, counter=counter, tools=tools)
 
-    def apply(self, new: BaseMessage) -> None:
-        self.tokens -= int(get_meta(new).get("saved_tokens", 0))
+    def apply(self, old: BaseMessage, new: BaseMessage) -> None:
+        """Account for ``old`` replaced by ``new`` (both carry their savings metadata)."""
+        before, after = get_meta(old), get_meta(new)
+        credited = (
+            int(before.get("saved_tokens", 0))
+            if before.get("usage_anchor") == after.get("usage_anchor")
+            else 0
+        )
+        self.tokens -= int(after.get("saved_tokens", 0)) - credited
 
 
 def large_result_limit(config: CompactionConfig, counter: TokenCounter) -> tuple[int, str]:
@@ -507,8 +517,8 @@ def micro_compact(
         if freed < config.micro_clear_at_least:
             return
         for i, new in changes:
+            budget.apply(out[i], new)
             out[i] = new
-            budget.apply(new)
 
     clear(candidates(config.micro_keep), target)
     trigger = config.trigger_tokens or fit
@@ -522,8 +532,8 @@ def micro_compact(
     if budget.tokens > fit:
         task = cut_task(out, config, counter, archived, anchor)
         if task is not None:
+            budget.apply(out[task[0]], task[1])
             out[task[0]] = task[1]
-            budget.apply(task[1])
     if budget.tokens > fit:
         _fit_unread(out, limit, fit, allowed, counter, budget, config, archived)
     return out
@@ -559,8 +569,8 @@ def _fit_unread(
     new = shrink_unread(out, need=batch - room, config=config, counter=counter, archived=archived)
     for i, (before, after) in enumerate(zip(out, new, strict=True)):
         if after is not before:
+            budget.apply(before, after)
             out[i] = after
-            budget.apply(after)
 
 
 def shrink_unread(
