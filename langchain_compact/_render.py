@@ -40,10 +40,28 @@ def tool_result_text(message: BaseMessage) -> str:
 _KEY_RE = re.compile(r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://")
 
 
+#: The line boundaries of ``str.splitlines``.
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+
+
 def key_lines(text: str, *, limit: int = 5, width: int = 200) -> list[str]:
-    """Lines of ``text`` that carry ticket-like identifiers or URLs (at most ``limit``)."""
-    found = [ln.strip()[:width] for ln in text.splitlines() if _KEY_RE.search(ln)]
-    return found[:limit]
+    r"""Lines of ``text`` that carry ticket-like identifiers or URLs (at most ``limit``).
+
+    One pass that stops after ``limit`` lines (a long output is not split into lines).
+
+    Example:
+        >>> key_lines("build ok\nsee QX-12 and QX-13\nfetched https://x.org/a\ndone")
+        ['see QX-12 and QX-13', 'fetched https://x.org/a']
+    """
+    found: list[str] = []
+    pos = 0
+    while len(found) < limit and (match := _KEY_RE.search(text, pos)):
+        start = max(text.rfind(c, 0, match.start()) for c in _LINE_BREAKS) + 1
+        ends = [e for c in _LINE_BREAKS if (e := text.find(c, match.end())) >= 0]
+        end = min(ends) if ends else len(text)
+        found.append(text[start:end].strip()[:width])
+        pos = end
+    return found
 
 
 def render_call(name: str, args: object) -> str:

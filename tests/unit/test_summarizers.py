@@ -51,6 +51,17 @@ def cjk_history() -> list[BaseMessage]:
     return msgs
 
 
+def long_run(rounds: int) -> list[BaseMessage]:
+    """``rounds`` distinct tool rounds (no two entries alike, so none is deduplicated)."""
+    msgs: list[BaseMessage] = [HumanMessage("Audit every service. Never restart prod.", id="h")]
+    for k in range(rounds):
+        call = {"name": "check", "args": {"service": f"svc-{k}"}, "id": f"c{k}"}
+        msgs.append(AIMessage(f"Checking svc-{k} next.", tool_calls=[call], id=f"a{k}"))
+        body = f"svc-{k}: probing\n" + "detail line\n" * 5 + f"svc-{k}: healthy in {k * 3} ms"
+        msgs.append(ToolMessage(body, tool_call_id=f"c{k}", name="check", id=f"t{k}"))
+    return msgs
+
+
 # --------------------------------------------------------------------------- extractive
 
 
@@ -219,3 +230,66 @@ async def test_llm_summarizer_refuses_bad_replies(reply: AIMessage, match: str) 
         summarizer.summarize([HumanMessage("hi")], max_tokens=100)
     with pytest.raises(SummarizerError, match=match):
         await summarizer.asummarize([HumanMessage("hi")], max_tokens=100)
+
+
+# --------------------------------------------------------------------------- scale
+
+
+def _measured_chars(history: list[BaseMessage], monkeypatch: pytest.MonkeyPatch) -> int:
+    """Characters the extractive summarizer hands to the token counter for ``history``."""
+    import langchain_compact.summarizers as module
+
+    seen = [0]
+
+    def counting(messages: list[BaseMessage], **kw: Any) -> int:
+        seen[0] += sum(len(m.text) for m in messages)
+        return approximate_tokens(messages, **kw)
+
+    monkeypatch.setattr(module, "approximate_tokens", counting)
+    ExtractiveSummarizer().summarize(history, max_tokens=300)
+    return seen[0]
+
+
+def test_extractive_measures_a_linear_amount_of_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Structural, not timed: the old fitting loop re-rendered and re-measured the whole
+    # summary once per dropped entry, so doubling the history quadrupled the text measured.
+    chars_small = _measured_chars(long_run(300), monkeypatch)
+    chars_double = _measured_chars(long_run(600), monkeypatch)
+    assert chars_double <= 2.5 * chars_small, (chars_small, chars_double)
+
+
+def test_extractive_drops_the_same_entries_as_one_at_a_time_fitting() -> None:
+    # The reference is the old algorithm (drop, re-render, re-measure), on a small input.
+    from langchain_compact.summarizers import _fit
+
+    def reference(sections: list[tuple[str, list[str]]], bound: int) -> str:
+        sections = [(t, list(items)) for t, items in sections]
+        dropped = {t: 0 for t, _ in sections}
+
+        def render() -> str:
+            parts = []
+            for title, items in sections:
+                shown = items[:1]
+                if dropped[title]:
+                    shown.append(f"({dropped[title]} older entries omitted; archived)")
+                parts.append(f"## {title}\n" + "\n".join(f"- {i}" for i in shown + items[1:]))
+            return "\n".join(parts)
+
+        text = render()
+        while approximate_tokens([HumanMessage(text)]) > bound:
+            shrinkable = [(t, items) for t, items in sections if len(items) > 1]
+            assert shrinkable
+            title, items = max(shrinkable, key=lambda s: sum(len(i) for i in s[1]))
+            del items[1]
+            dropped[title] += 1
+            text = render()
+        return text
+
+    sections = [
+        (f"{n}. section", [f"entry {n}.{i} " + "word " * ((i * 7 + n) % 13) for i in range(40)])
+        for n in range(1, 6)
+    ]
+    sections[2][1].extend("长的中文条目" * (i % 5 + 1) for i in range(30))
+    for bound in (120, 250, 400, 700, 1200):
+        copy = [(t, list(items)) for t, items in sections]
+        assert _fit(copy, bound) == reference(sections, bound), bound
