@@ -20,6 +20,7 @@ from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact._render import (
     context_of,
     key_lines,
+    message_text,
     render_call,
     render_transcript,
     salient_items,
@@ -257,7 +258,7 @@ class ExtractiveSummarizer:
         calls: dict[str, str] = {}
         last_ai = ""
         for msg in messages:
-            text = tool_result_text(msg)
+            text = message_text(msg)
             if kind_of(msg) == KIND_SUMMARY:  # merging earlier summaries: keep their bullets
                 merged += 1
                 by_section = _summary_bullets(text)
@@ -479,7 +480,7 @@ def fidelity_supplement(
     primary: list[str] = []  # what people and the assistant said: checked first
     secondary: list[str] = []  # outcome lines of tool results
     for msg in span:
-        text = tool_result_text(msg)
+        text = message_text(msg)
         if kind_of(msg) == KIND_CLEARED:  # a placeholder; the original is archived
             continue
         if isinstance(msg, ToolMessage) or (

@@ -293,3 +293,75 @@ def test_extractive_drops_the_same_entries_as_one_at_a_time_fitting() -> None:
     for bound in (120, 250, 400, 700, 1200):
         copy = [(t, list(items)) for t, items in sections]
         assert _fit(copy, bound) == reference(sections, bound), bound
+
+
+# --------------------------------------------------------------------------- non-text blocks
+
+PNG_B64 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
+    "rkJggg=="
+)
+PAYLOAD = PNG_B64 * 200  # ~20 KB of base64 that must never reach a prompt
+
+
+def image_history() -> list[BaseMessage]:
+    return [
+        HumanMessage(
+            content=[
+                {"type": "text", "text": "Why does this chart dip?"},
+                {"type": "image_url", "image_url": {"url": "https://cdn.example.com/q3.png"}},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PAYLOAD}"}},
+            ],
+            id="h1",
+        ),
+        AIMessage(
+            "",
+            tool_calls=[{"name": "fetch_report", "args": {"q": 3}, "id": "c1"}],
+            id="a1",
+        ),
+        ToolMessage(
+            content=[
+                {"type": "text", "text": "report attached"},
+                {"type": "file", "file_id": "file-7Qx2", "filename": "q3.pdf"},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/jpeg", "data": PAYLOAD},
+                },
+            ],
+            tool_call_id="c1",
+            name="fetch_report",
+            id="t1",
+        ),
+        AIMessage("The dip is the outage of week 32.", id="a2"),
+    ]
+
+
+def test_extractive_summary_keeps_image_and_file_references() -> None:
+    text = ExtractiveSummarizer().summarize(image_history(), max_tokens=2000)
+    assert "[image: https://cdn.example.com/q3.png]" in text
+    assert "[image: data URL, image/png, " in text and "KB, sha256 " in text
+    assert "[file: q3.pdf, file id file-7Qx2]" in text
+    assert "[image: inline, image/jpeg, " in text
+    assert PNG_B64[:40] not in text, "no base64 payload in a summary"
+
+
+def test_llm_summarizer_prompt_references_images_without_payloads() -> None:
+    fake = ScriptedChatModel(replies=[AIMessage("ok summary")])
+    LLMSummarizer(fake).summarize(image_history(), max_tokens=200)
+    (sent,) = fake.log.inputs
+    prompt = sent[1].text
+    assert "[image: https://cdn.example.com/q3.png]" in prompt
+    assert "[file: q3.pdf, file id file-7Qx2]" in prompt
+    assert "[image: data URL, image/png, " in prompt
+    assert PNG_B64[:40] not in prompt
+
+
+def test_identical_payloads_get_identical_references() -> None:
+    from langchain_compact._render import block_reference
+
+    one = block_reference({"type": "image", "base64": PAYLOAD, "mime_type": "image/png"})
+    two = block_reference({"type": "image", "base64": PAYLOAD, "mime_type": "image/png"})
+    other = block_reference({"type": "image", "base64": PAYLOAD[:-4], "mime_type": "image/png"})
+    assert one == two != other
+    assert block_reference({"type": "text", "text": "x"}) is None
+    assert block_reference({"type": "audio_clip"}) == "[audio_clip block]"
