@@ -7,7 +7,9 @@ import json
 import re
 from collections.abc import Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from langchain_compact.tokens import approximate_tokens
 
 _ROLE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 
@@ -215,3 +217,112 @@ def context_of(item: str, text: str, *, width: int = 60) -> str:
     start = max(start, pos - width)
     end = min(end, pos + len(item) + width)
     return text[start:end].strip()
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+def _tokens(text: str) -> int:
+    return approximate_tokens([HumanMessage(text)])
+
+
+def _cut_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` (measured, CJK-aware)."""
+    # Every character costs at least 1/3.6 token, so nothing past 4 * max_tokens characters
+    # can stay; a huge text is first clipped far beyond that, never measured whole.
+    text = text[: 64 * (max_tokens + 1)]
+    while text and (tokens := _tokens(text)) > max_tokens:
+        text = text[: int(len(text) * max_tokens / tokens * 0.95)]
+    return text
+
+
+class _Drops:
+    """The order in which :func:`fit_sections` drops entries, computed once in O(entries).
+
+    Each step drops, from the section with the most characters left (the first on ties), its
+    oldest entry after the first. ``order[k]`` is the section of the (k+1)-th drop.
+    """
+
+    def __init__(self, sections: list[tuple[str, list[str]]]) -> None:
+        chars = [sum(len(i) for i in items) for _, items in sections]
+        left = [len(items) for _, items in sections]
+        nxt = [1] * len(sections)
+        self.order: list[int] = []
+        while True:
+            best = -1
+            for s, n in enumerate(left):
+                if n > 1 and (best < 0 or chars[s] > chars[best]):
+                    best = s
+            if best < 0:
+                break
+            chars[best] -= len(sections[best][1][nxt[best]])
+            nxt[best] += 1
+            left[best] -= 1
+            self.order.append(best)
+
+
+def _render_sections(sections: list[tuple[str, list[str]]], dropped: list[int]) -> str:
+    parts = []
+    for (title, items), n in zip(sections, dropped, strict=True):
+        shown = items[:1]
+        if n:
+            shown.append(f"({n} older entries omitted; archived)")
+        shown += items[1 + n :]
+        parts.append(f"## {title}\n" + "\n".join(f"- {i}" for i in shown))
+    return "\n".join(parts)
+
+
+def fit_sections(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
+    """Render, dropping the oldest entries (after the first) of the longest section until
+    the text fits ``max_tokens``; each section says how many entries it omitted.
+
+    Linear: the drop order is computed on running totals, the number of drops is found with
+    per-entry token estimates, and the text is rendered and measured only around the answer
+    (where it is about ``max_tokens`` long), never once per dropped entry.
+    """
+    order = _Drops(sections).order
+    overhead = _tokens("")
+    costs = [[_tokens(f"- {i}\n") - overhead for i in items] for _, items in sections]
+    estimate = _tokens(_render_sections([(t, []) for t, _ in sections], [0] * len(sections)))
+    estimate += sum(sum(c) for c in costs)
+    dropped = [0] * len(sections)
+    k = 0
+    while estimate > max_tokens and k < len(order):
+        s = order[k]
+        if not dropped[s]:
+            estimate += 10  # the "(n older entries omitted; archived)" line
+        dropped[s] += 1
+        estimate -= costs[s][dropped[s]]
+        k += 1
+    return _settle(sections, order, k, max_tokens)
+
+
+def _settle(
+    sections: list[tuple[str, list[str]]], order: list[int], k: int, max_tokens: int
+) -> str:
+    """From the estimated ``k`` drops, step to the fewest drops whose text really fits."""
+
+    def state(n: int) -> list[int]:
+        counts = [0] * len(sections)
+        for s in order[:n]:
+            counts[s] += 1
+        return counts
+
+    dropped = state(k)
+    text = _render_sections(sections, dropped)
+    if _tokens(text) > max_tokens:  # the estimate was low: drop more
+        while k < len(order):
+            dropped[order[k]] += 1
+            k += 1
+            text = _render_sections(sections, dropped)
+            if _tokens(text) <= max_tokens:
+                return text
+        return _cut_to_tokens(text, max_tokens)
+    while k > 0:  # the estimate was high: put entries back while the text still fits
+        dropped[order[k - 1]] -= 1
+        candidate = _render_sections(sections, dropped)
+        if _tokens(candidate) > max_tokens:
+            break
+        text = candidate
+        k -= 1
+    return text

@@ -237,7 +237,8 @@ async def test_llm_summarizer_refuses_bad_replies(reply: AIMessage, match: str) 
 
 def _measured_chars(history: list[BaseMessage], monkeypatch: pytest.MonkeyPatch) -> int:
     """Characters the extractive summarizer hands to the token counter for ``history``."""
-    import langchain_compact.summarizers as module
+    import langchain_compact._render as render_module
+    import langchain_compact.summarizers as summarizers_module
 
     seen = [0]
 
@@ -245,7 +246,8 @@ def _measured_chars(history: list[BaseMessage], monkeypatch: pytest.MonkeyPatch)
         seen[0] += sum(len(m.text) for m in messages)
         return approximate_tokens(messages, **kw)
 
-    monkeypatch.setattr(module, "approximate_tokens", counting)
+    for module in (render_module, summarizers_module):
+        monkeypatch.setattr(module, "approximate_tokens", counting, raising=False)
     ExtractiveSummarizer().summarize(history, max_tokens=300)
     return seen[0]
 
@@ -260,7 +262,7 @@ def test_extractive_measures_a_linear_amount_of_text(monkeypatch: pytest.MonkeyP
 
 def test_extractive_drops_the_same_entries_as_one_at_a_time_fitting() -> None:
     # The reference is the old algorithm (drop, re-render, re-measure), on a small input.
-    from langchain_compact.summarizers import _fit
+    from langchain_compact._render import fit_sections
 
     def reference(sections: list[tuple[str, list[str]]], bound: int) -> str:
         sections = [(t, list(items)) for t, items in sections]
@@ -292,7 +294,7 @@ def test_extractive_drops_the_same_entries_as_one_at_a_time_fitting() -> None:
     sections[2][1].extend("长的中文条目" * (i % 5 + 1) for i in range(30))
     for bound in (120, 250, 400, 700, 1200):
         copy = [(t, list(items)) for t, items in sections]
-        assert _fit(copy, bound) == reference(sections, bound), bound
+        assert fit_sections(copy, bound) == reference(sections, bound), bound
 
 
 # --------------------------------------------------------------------------- non-text blocks

@@ -33,7 +33,8 @@ SECRETS: list[tuple[str, str, list[str]]] = [
     ("slack", "SLACK=xoxb-" + "123456789012-abcdefghijklmnop", ["abcdefghijklmnop"]),
     (
         "slack_webhook",
-        "post to https://hooks.slack.com/services/" + "T0AB1CD2E/B0FG3HI4J/aBcDeFgHiJkLmNoPqRsTuVwX",
+        "post to https://hooks.slack.com/services/"
+        + "T0AB1CD2E/B0FG3HI4J/aBcDeFgHiJkLmNoPqRsTuVwX",
         ["aBcDeFgHiJkLmNoPqRsTuVwX"],
     ),
     ("google", "maps key AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", ["SyD-9tSrke72Pou"]),
@@ -67,8 +68,7 @@ SECRETS: list[tuple[str, str, list[str]]] = [
     ("https_userinfo", "git push https://deploy:pa55w0rd@git.example.com/r.git", ["pa55w0rd"]),
     (
         "signed_url",
-        "https://b.s3.amazonaws.com/a.png?X-Amz-Date=20240101&X-Amz-Signature="
-        + "9f2c" * 16,
+        "https://b.s3.amazonaws.com/a.png?X-Amz-Date=20240101&X-Amz-Signature=" + "9f2c" * 16,
         ["9f2c9f2c9f2c"],
     ),
     ("mysql_p", "mysql -u root -pS3cretPass mydb", ["S3cretPass"]),
