@@ -81,7 +81,8 @@ def _keywords(text: str) -> str:
     pos = 0
     while match := P.KEYWORD.search(text, pos):
         start, end = match.span()
-        if text.rfind(_MARK, max(0, start - 24), start) >= 0 and "]" not in text[start:end]:
+        marker = text.rfind(_MARK, max(0, start - 40), start)
+        if marker >= 0 and "]" not in text[marker:start]:
             out.append(text[pos:end])  # the kind inside an earlier [REDACTED:...] marker
             pos = end
             continue

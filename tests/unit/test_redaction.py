@@ -277,3 +277,18 @@ def test_every_message_field_is_redacted_and_payloads_are_kept() -> None:
     assert red_ai.additional_kwargs["reasoning_content"] == "the key is [REDACTED:openai_key]"
     assert red_ai.response_metadata["model_name"] == "m"
     assert red_tool.artifact == {"raw": ["AWS=[REDACTED:aws_access_key]"], "status": 200}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "run mysql -u root -pcache = value",
+        "aws_session_token=abc123xyz789 = s3cr3t-value",
+        "note [REDACTED:x]mysqldump --password=Hunter2x appdb",
+        "SECRET_KEY=django-abc123[REDACTED:x] = other",
+    ],
+)
+def test_redaction_is_idempotent_next_to_markers(text: str) -> None:
+    once = redact_secrets(text)
+    assert "[REDACTED:" in once and redact_secrets(once) == once
+    assert "Hunter2x" not in once
