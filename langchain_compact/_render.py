@@ -1,4 +1,5 @@
-"""Rendering messages as plain text for summarizers, and salient-detail extraction."""
+"""Messages as plain text for summarizers (with a reference for each image or file block),
+salient-detail extraction, and fitting summary sections to a token bound in linear time."""
 
 from __future__ import annotations
 
