@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import logging
+import threading
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables.config import ContextThreadPoolExecutor
 
 from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.config import CompactionConfig
@@ -78,13 +79,31 @@ class _SummarizeOp:
     timeout: float | None
 
     def run(self) -> _Outcome:
-        # ContextThreadPoolExecutor copies contextvars, so the summarizer's model call keeps
-        # the graph's callbacks, tracing and tags.
-        pool = ContextThreadPoolExecutor(max_workers=1)
+        if self.timeout is None:  # no limit: call in this thread, no helper thread needed
+            try:
+                text = self.summarizer.summarize(self.messages, max_tokens=self.max_tokens)
+                return _Outcome(text)
+            except Exception as exc:
+                return _Outcome(error=exc)
+        # A daemon thread, so a summarizer that hangs past its timeout cannot keep the
+        # interpreter from exiting (a ThreadPoolExecutor worker is joined at exit). The call
+        # runs in a copy of this context, so the model call keeps the graph's callbacks,
+        # tracing and tags.
+        future: concurrent.futures.Future[str] = concurrent.futures.Future()
+        context = contextvars.copy_context()
+
+        def call() -> None:
+            try:
+                result = context.run(
+                    self.summarizer.summarize, self.messages, max_tokens=self.max_tokens
+                )
+            except BaseException as exc:  # handed to the caller, which decides
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=call, name="langchain-compact-summarizer", daemon=True).start()
         try:
-            future = pool.submit(
-                self.summarizer.summarize, self.messages, max_tokens=self.max_tokens
-            )
             return _Outcome(future.result(timeout=self.timeout))
         except concurrent.futures.TimeoutError:
             return _Outcome(
@@ -92,8 +111,6 @@ class _SummarizeOp:
             )
         except Exception as exc:
             return _Outcome(error=exc)
-        finally:
-            pool.shutdown(wait=False)
 
     async def arun(self) -> _Outcome:
         try:
@@ -127,8 +144,12 @@ def _summarize_steps(
     if not isinstance(summarizer, ExtractiveSummarizer):
         chain.append((ExtractiveSummarizer(), 1))
     for candidate, attempts in chain:
+        # The extractive summarizer is local, linear and deterministic: it runs without the
+        # timeout, so a slow machine cannot turn the last resort into "every summarizer failed".
+        local = type(candidate) is ExtractiveSummarizer
+        timeout = None if local else config.summarizer_timeout
         for _ in range(attempts):
-            outcome = yield _SummarizeOp(candidate, messages, bound, config.summarizer_timeout)
+            outcome = yield _SummarizeOp(candidate, messages, bound, timeout)
             try:
                 if outcome.error is not None:
                     raise outcome.error

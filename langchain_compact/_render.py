@@ -1,12 +1,16 @@
-"""Rendering messages as plain text for summarizers, and salient-detail extraction."""
+"""Messages as plain text for summarizers (with a reference for each image or file block),
+salient-detail extraction, and fitting summary sections to a token bound in linear time."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from langchain_compact.tokens import approximate_tokens
 
 _ROLE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 
@@ -36,14 +40,121 @@ def tool_result_text(message: BaseMessage) -> str:
     return "\n".join(parts)
 
 
+_PAYLOAD_KEYS = ("base64", "data", "file_data")
+_URL_KEYS = ("url", "image_url", "file_url", "audio_url", "video_url")
+_NAME_KEYS = ("filename", "name", "title")
+_SKIPPED_BLOCKS = frozenset(
+    {"text", "thinking", "redacted_thinking", "reasoning", "tool_use", "function_call",
+     "tool_call", "tool_call_chunk", "server_tool_call", "server_tool_result"}
+)  # fmt: skip
+
+
+def _size(chars: int) -> str:
+    size = chars * 3 // 4  # base64 -> bytes
+    return f"{size} B" if size < 1024 else f"{size / 1024:.0f} KB"
+
+
+def _payload_ref(payload: str, mime: str | None) -> str:
+    digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return ", ".join(p for p in ("inline", mime, _size(len(payload)), f"sha256 {digest}") if p)
+
+
+def _url_ref(url: str) -> str:
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        mime = header[5:].split(";", 1)[0] or None
+        return "data URL, " + _payload_ref(payload, mime).removeprefix("inline, ")
+    return url if len(url) <= 300 else url[:297] + "..."
+
+
+def block_reference(block: dict[str, object]) -> str | None:
+    """A short reference for a non-text content block (image, file, audio...), or ``None``.
+
+    URLs are kept (clipped to 300 characters); inline data is described by its type, size
+    and a sha256 prefix, never pasted: ``[image: data URL, image/png, 12 KB, sha256 ...]``.
+
+    Example:
+        >>> block_reference({"type": "image_url", "image_url": {"url": "https://x.org/a.png"}})
+        '[image: https://x.org/a.png]'
+        >>> block_reference({"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"})
+        '[image: inline, image/png, 9 B, sha256 ...]'
+    """
+    kind = str(block.get("type") or "block")
+    if kind in _SKIPPED_BLOCKS:
+        return None
+    label = kind.removeprefix("input_").removesuffix("_url")
+    fields: dict[str, object] = dict(block)
+    for nested in ("source", "image_url", "input_audio", "file"):
+        inner = block.get(nested)
+        if isinstance(inner, dict):
+            fields = {**fields, **inner}
+        elif nested == "image_url" and isinstance(inner, str):
+            fields["url"] = inner
+    mime = fields.get("mime_type") or fields.get("media_type") or fields.get("format")
+    mime = mime if isinstance(mime, str) else None
+    parts: list[str] = []
+    name = next((v for k in _NAME_KEYS if isinstance(v := fields.get(k), str) and v), None)
+    if name:
+        parts.append(name)
+    url = next((v for k in _URL_KEYS if isinstance(v := fields.get(k), str) and v), None)
+    payload = next((v for k in _PAYLOAD_KEYS if isinstance(v := fields.get(k), str) and v), None)
+    file_id = fields.get("file_id") or (
+        fields.get("id") if fields.get("source_type") == "id" else None
+    )
+    if url:
+        parts.append(_url_ref(url))
+    elif payload:
+        parts.append(
+            _url_ref(payload) if payload.startswith("data:") else _payload_ref(payload, mime)
+        )
+    elif isinstance(file_id, str) and file_id:
+        parts.append(f"file id {file_id}")
+    return f"[{label}: {', '.join(parts)}]" if parts else f"[{label} block]"
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text of a message with a reference for each non-text block (see
+    :func:`block_reference`), so images and files are not silently lost from summaries."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif (ref := block_reference(block)) is not None:
+            parts.append(ref)
+    return "\n".join(parts)
+
+
 #: Identifiers worth keeping from the middle of a long output: ticket-like ids and URLs.
 _KEY_RE = re.compile(r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://")
 
 
+#: The line boundaries of ``str.splitlines``.
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+
+
 def key_lines(text: str, *, limit: int = 5, width: int = 200) -> list[str]:
-    """Lines of ``text`` that carry ticket-like identifiers or URLs (at most ``limit``)."""
-    found = [ln.strip()[:width] for ln in text.splitlines() if _KEY_RE.search(ln)]
-    return found[:limit]
+    r"""Lines of ``text`` that carry ticket-like identifiers or URLs (at most ``limit``).
+
+    One pass that stops after ``limit`` lines (a long output is not split into lines).
+
+    Example:
+        >>> key_lines("build ok\nsee QX-12 and QX-13\nfetched https://x.org/a\ndone")
+        ['see QX-12 and QX-13', 'fetched https://x.org/a']
+    """
+    found: list[str] = []
+    pos = 0
+    while len(found) < limit and (match := _KEY_RE.search(text, pos)):
+        start = max(text.rfind(c, 0, match.start()) for c in _LINE_BREAKS) + 1
+        ends = [e for c in _LINE_BREAKS if (e := text.find(c, match.end())) >= 0]
+        end = min(ends) if ends else len(text)
+        found.append(text[start:end].strip()[:width])
+        pos = end
+    return found
 
 
 def render_call(name: str, args: object) -> str:
@@ -56,7 +167,7 @@ def render_message(message: BaseMessage, *, max_chars: int | None = None) -> str
     role = _ROLE.get(message.type, message.type)
     if isinstance(message, ToolMessage):
         role = f"tool result {message.name or ''} ({message.tool_call_id})".replace("  ", " ")
-    text = tool_result_text(message)
+    text = message_text(message)
     if max_chars is not None and len(text) > max_chars:
         half = max_chars // 2
         text = f"{text[:half]}\n[... {len(text) - 2 * half} chars ...]\n{text[-half:]}"
@@ -107,3 +218,112 @@ def context_of(item: str, text: str, *, width: int = 60) -> str:
     start = max(start, pos - width)
     end = min(end, pos + len(item) + width)
     return text[start:end].strip()
+
+
+# --------------------------------------------------------------------------- fitting
+
+
+def _tokens(text: str) -> int:
+    return approximate_tokens([HumanMessage(text)])
+
+
+def _cut_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` (measured, CJK-aware)."""
+    # Every character costs at least 1/3.6 token, so nothing past 4 * max_tokens characters
+    # can stay; a huge text is first clipped far beyond that, never measured whole.
+    text = text[: 64 * (max_tokens + 1)]
+    while text and (tokens := _tokens(text)) > max_tokens:
+        text = text[: int(len(text) * max_tokens / tokens * 0.95)]
+    return text
+
+
+class _Drops:
+    """The order in which :func:`fit_sections` drops entries, computed once in O(entries).
+
+    Each step drops, from the section with the most characters left (the first on ties), its
+    oldest entry after the first. ``order[k]`` is the section of the (k+1)-th drop.
+    """
+
+    def __init__(self, sections: list[tuple[str, list[str]]]) -> None:
+        chars = [sum(len(i) for i in items) for _, items in sections]
+        left = [len(items) for _, items in sections]
+        nxt = [1] * len(sections)
+        self.order: list[int] = []
+        while True:
+            best = -1
+            for s, n in enumerate(left):
+                if n > 1 and (best < 0 or chars[s] > chars[best]):
+                    best = s
+            if best < 0:
+                break
+            chars[best] -= len(sections[best][1][nxt[best]])
+            nxt[best] += 1
+            left[best] -= 1
+            self.order.append(best)
+
+
+def _render_sections(sections: list[tuple[str, list[str]]], dropped: list[int]) -> str:
+    parts = []
+    for (title, items), n in zip(sections, dropped, strict=True):
+        shown = items[:1]
+        if n:
+            shown.append(f"({n} older entries omitted; archived)")
+        shown += items[1 + n :]
+        parts.append(f"## {title}\n" + "\n".join(f"- {i}" for i in shown))
+    return "\n".join(parts)
+
+
+def fit_sections(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
+    """Render, dropping the oldest entries (after the first) of the longest section until
+    the text fits ``max_tokens``; each section says how many entries it omitted.
+
+    Linear: the drop order is computed on running totals, the number of drops is found with
+    per-entry token estimates, and the text is rendered and measured only around the answer
+    (where it is about ``max_tokens`` long), never once per dropped entry.
+    """
+    order = _Drops(sections).order
+    overhead = _tokens("")
+    costs = [[_tokens(f"- {i}\n") - overhead for i in items] for _, items in sections]
+    estimate = _tokens(_render_sections([(t, []) for t, _ in sections], [0] * len(sections)))
+    estimate += sum(sum(c) for c in costs)
+    dropped = [0] * len(sections)
+    k = 0
+    while estimate > max_tokens and k < len(order):
+        s = order[k]
+        if not dropped[s]:
+            estimate += 10  # the "(n older entries omitted; archived)" line
+        dropped[s] += 1
+        estimate -= costs[s][dropped[s]]
+        k += 1
+    return _settle(sections, order, k, max_tokens)
+
+
+def _settle(
+    sections: list[tuple[str, list[str]]], order: list[int], k: int, max_tokens: int
+) -> str:
+    """From the estimated ``k`` drops, step to the fewest drops whose text really fits."""
+
+    def state(n: int) -> list[int]:
+        counts = [0] * len(sections)
+        for s in order[:n]:
+            counts[s] += 1
+        return counts
+
+    dropped = state(k)
+    text = _render_sections(sections, dropped)
+    if _tokens(text) > max_tokens:  # the estimate was low: drop more
+        while k < len(order):
+            dropped[order[k]] += 1
+            k += 1
+            text = _render_sections(sections, dropped)
+            if _tokens(text) <= max_tokens:
+                return text
+        return _cut_to_tokens(text, max_tokens)
+    while k > 0:  # the estimate was high: put entries back while the text still fits
+        dropped[order[k - 1]] -= 1
+        candidate = _render_sections(sections, dropped)
+        if _tokens(candidate) > max_tokens:
+            break
+        text = candidate
+        k -= 1
+    return text

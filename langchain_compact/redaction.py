@@ -8,72 +8,149 @@ secret; pass your own redactor (or chain one after it) for anything else.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from langchain_compact import _secret_patterns as P
 
 __all__ = ["Redactor", "maybe_redact", "redact_messages", "redact_secrets"]
 
 Redactor = Callable[[str], str]
 """A function that returns its text with secrets replaced."""
 
-_NOT_AFTER = r"(?<![A-Za-z0-9_-])"  # a token must not continue a longer word
-_NOT_BEFORE = r"(?![A-Za-z0-9_-])"
+_MARK = "[REDACTED:"
+_COMMANDS = ("export", "set", "$env:")
 
-#: ``(kind, pattern)`` in the order they run; the whole match becomes ``[REDACTED:kind]``.
-_TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(pattern))
-    for kind, pattern in (
-        (
-            "private_key",
-            r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK|)-----"
-            r"[\s\S]*?-----END \1PRIVATE KEY\2-----",
-        ),
-        ("anthropic_key", _NOT_AFTER + r"sk-ant-[\w-]{20,}" + _NOT_BEFORE),
-        ("openai_key", _NOT_AFTER + r"sk-(?:proj-|svcacct-|admin-)?[\w-]{20,}" + _NOT_BEFORE),
-        ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-        ("github_token", _NOT_AFTER + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{22,})"),
-        ("slack_token", _NOT_AFTER + r"xox[abposr]-[A-Za-z0-9-]{10,}"),
+
+def _mixed(token: str) -> bool:
+    return (
+        any(c.isdigit() for c in token)
+        and any(c.isupper() for c in token)
+        and any(c.islower() for c in token)
     )
-)
-_BEARER = re.compile(r"(?i)\b(Bearer\s+)(?!\[REDACTED)[A-Za-z0-9._~+/=-]{8,}")
-_ASSIGNMENT = re.compile(
-    r"""(?ix)
-    (?<![A-Za-z0-9])
-    (?P<key>passw(?:or)?d|pwd|secret|client[_-]?secret|secret[_-]?key|api[_-]?key
-        |access[_-]?token|auth[_-]?token|private[_-]?key)
-    (?P<sep>["']?[ \t]*[:=][ \t]*)
-    (?:"(?P<dq>[^"\n]+)"|'(?P<sq>[^'\n]+)'|(?P<bare>[^\s"',;})\]]+))
-    """
-)
-#: Assignment values that are not secrets: references, types, masks, earlier redactions.
-_NOT_A_SECRET = re.compile(
-    r"^(?:\$|%|<|\{|\*{3,}|\[REDACTED|os\.|getenv|environ|None$|null$|true$|false$"
-    r"|(?:str|bytes|int|Any|SecretStr|Optional|Union)\b)",
-    re.IGNORECASE,
-)
 
 
-def _assignment(match: re.Match[str]) -> str:
-    value = match.group("dq") or match.group("sq") or match.group("bare") or ""
-    if _NOT_A_SECRET.match(value):
-        return match.group(0)
-    key = match.group("key").lower().replace("-", "_")
-    kind = "password" if key.startswith(("pass", "pwd")) else key
-    quote = '"' if match.group("dq") else "'" if match.group("sq") else ""
-    return f"{match.group('key')}{match.group('sep')}{quote}[REDACTED:{kind}]{quote}"
+def _token_sub(kind: str, pattern: re.Pattern[str], text: str) -> str:
+    if kind not in P.NEEDS_MIXED_CASE:
+        return pattern.sub(f"[REDACTED:{kind}]", text)
+    return pattern.sub(lambda m: f"[REDACTED:{kind}]" if _mixed(m[0]) else m[0], text)
+
+
+def _keep_head(kind: str) -> Callable[[re.Match[str]], str]:
+    """Replace group ``pw`` (unless already redacted), keep group ``head``."""
+
+    def sub(match: re.Match[str]) -> str:
+        value = match["pw"].strip("'\"")
+        if not value or _not_a_secret(value):
+            return match[0]
+        return f"{match['head']}[REDACTED:{kind}]"
+
+    return sub
+
+
+_COOKIE_ATTRIBUTES = ("path=", "domain=", "expires=", "max-age=", "samesite=", "priority=")
+
+
+def _cookie(match: re.Match[str]) -> str:
+    value = _keep_head("cookie")
+
+    def pair(m: re.Match[str]) -> str:
+        name = m["head"].lstrip(";: \t").lower()
+        return m[0] if name.startswith(_COOKIE_ATTRIBUTES) else value(m)
+
+    return P.COOKIE_PAIR.sub(pair, match[0])
+
+
+def _not_a_secret(value: str) -> bool:
+    """A reference, template, type name, mask, earlier redaction or a variable that *names*
+    a secret (``user_password``) rather than holding one."""
+    if P.NOT_A_SECRET.match(value) or P.REFERENCE.match(value):
+        return True
+    if P.IDENTIFIER.match(value) and not any(c.isdigit() for c in value):
+        return any(part.lower() in P.SECRET_WORDS for part in P.NAME_PARTS.split(value))
+    return False
+
+
+def _keywords(text: str) -> str:
+    """``password = ...`` and friends; one left-to-right pass that never rescans a value."""
+    out: list[str] = []
+    pos = 0
+    while match := P.KEYWORD.search(text, pos):
+        start, end = match.span()
+        marker = text.rfind(_MARK, max(0, start - 40), start)
+        if marker >= 0 and "]" not in text[marker:start]:
+            out.append(text[pos:end])  # the kind inside an earlier [REDACTED:...] marker
+            pos = end
+            continue
+        out.append(text[pos:end])
+        pos = end
+        # Only a short look back (a long line's start is never searched for).
+        before = text[max(0, start - 80) : start]
+        line = before.rpartition("\n")[2] if "\n" in before or start <= 80 else "x"
+        at_line_start = not line.strip(" \t-\"'`[{(") or line.strip().lower() in _COMMANDS
+        colon = ":" in match["sep"] and "=" not in match["sep"]
+        quoted = P.QUOTED.match(text, end)
+        if quoted:
+            value = next(g for g in quoted.groups() if g is not None)
+            if _not_a_secret(value):
+                out.append(quoted[0])
+            else:
+                out.append(f"{quoted[0][0]}[REDACTED:{_kind(match['key'])}]{quoted[0][0]}")
+            pos = quoted.end()
+            continue
+        word = P.WORD.match(text, end)
+        if not word:
+            continue
+        value_end = word.end()
+        spaced = match["sep"].endswith((" ", "\t"))
+        if spaced and (not colon or at_line_start):  # "x = a b c", YAML "x: a b c"
+            more = P.MORE_WORDS.match(text, value_end)
+            if more:
+                value_end = more.end()
+        value = text[end:value_end].rstrip()
+        first = word[0].lower()
+        # "Set the password: it must...", "The secret: nobody reads...": a colon mid-line
+        # followed by lower-case words is prose, not a value.
+        after = text[word.end() : word.end() + 2]
+        prose = colon and (
+            first in P.PROSE_START
+            or (
+                not at_line_start
+                and first.isalpha()
+                and word[0].islower()
+                and (len(first) < 4 or (after[:1] == " " and after[1:].islower()))
+            )
+        )
+        if prose or _not_a_secret(word[0]):
+            out.append(text[end:value_end])
+        else:
+            out.append(f"[REDACTED:{_kind(match['key'])}]" + text[end + len(value) : value_end])
+        pos = value_end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _kind(key: str) -> str:
+    key = key.lower().replace("-", "_")
+    return "password" if key.startswith(("pass", "pwd")) else key
 
 
 def redact_secrets(text: str) -> str:
     """Replace API keys, tokens, private keys and password-like values in ``text``.
 
-    Covers OpenAI (``sk-``, ``sk-proj-``), Anthropic (``sk-ant-``), AWS access key ids
-    (``AKIA``/``ASIA``), GitHub (``ghp_`` etc., ``github_pat_``), Slack (``xox?-``),
-    ``Bearer`` tokens, PEM private key blocks, and ``password=...`` / ``api_key: ...``
-    assignments (the value only; ``$VAR``, type names and masks are left alone). Running it
-    twice changes nothing more.
+    Covers provider tokens (OpenAI, Anthropic, AWS key ids, GitHub, GitLab, Slack tokens and
+    webhooks, Google ``AIza``, Stripe, Hugging Face, npm, PyPI, SendGrid, Square, Twilio,
+    Mailchimp, Telegram, Discord, Azure storage), JWTs, ``Bearer`` / ``Basic`` credentials,
+    PEM private keys (with or without their END line), passwords in URLs
+    (``postgres://user:pw@host``), credentials in query strings (signed URLs), ``mysql -pX``,
+    cookie values, and ``password=...`` / ``api_key: ...`` / ``aws_secret_access_key = ...``
+    assignments (the value only; references like ``settings.api_key`` or ``$VAR``, type
+    names, masks, comparisons and prose are left alone). Linear in the text's length.
+    Running it twice changes nothing more.
 
     Args:
         text: Any text.
@@ -82,42 +159,96 @@ def redact_secrets(text: str) -> str:
         The text with each secret replaced by ``[REDACTED:<kind>]``.
 
     Example:
-        >>> redact_secrets("export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyz")
+        >>> redact_secrets("export OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwxyZ1")
         'export OPENAI_API_KEY=[REDACTED:openai_key]'
         >>> redact_secrets('db password: "hunter22"')
         'db password: "[REDACTED:password]"'
+        >>> redact_secrets("psql postgres://app:s3cret@db:5432/main")
+        'psql postgres://app:[REDACTED:url_password]@db:5432/main'
     """
-    for kind, pattern in _TOKEN_PATTERNS:
-        text = pattern.sub(f"[REDACTED:{kind}]", text)
-    text = _BEARER.sub(r"\1[REDACTED:bearer_token]", text)
-    return _ASSIGNMENT.sub(_assignment, text)
+    lowered = text.lower()
+
+    def has(kind: str) -> bool:
+        hints = P.HINTS.get(kind)
+        if hints is not None:
+            return any(h in text for h in hints)
+        return any(h in lowered for h in P.LOWER_HINTS.get(kind, ("",)))
+
+    if has("private_key"):
+        text = P.PRIVATE_KEY.sub("[REDACTED:private_key]", text)
+    for kind, pattern in P.TOKENS:
+        if has(kind):
+            text = _token_sub(kind, pattern, text)
+    if has("bearer"):
+        text = P.BEARER.sub(r"\1[REDACTED:bearer_token]", text)
+    if has("basic_auth"):
+        text = P.BASIC_AUTH.sub(r"\1[REDACTED:basic_auth]", text)
+    if has("url_password"):
+        text = P.URL_PASSWORD.sub(_keep_head("url_password"), text)
+    if has("url_credential"):
+        text = P.URL_QUERY.sub(_keep_head("url_credential"), text)
+    if has("cli_password"):
+        text = P.CLI_PASSWORD.sub(_keep_head("password"), text)
+    if has("cookie"):
+        text = P.COOKIE_HEADER.sub(_cookie, text)
+    return _keywords(text) if has("keyword") else text
 
 
-def _redact_value(value: Any, redactor: Redactor) -> Any:
-    """Redact every string inside nested dicts / lists (tool-call arguments)."""
+#: Block fields that are binary payloads, signatures or structure, never redacted (changing
+#: a signature or a base64 image would break it).
+_BLOCK_KEEP = frozenset(
+    {"data", "base64", "file_data", "signature", "id", "type", "mime_type", "media_type",
+     "source_type", "format", "file_id", "index", "detail"}
+)  # fmt: skip
+_URL_FIELDS = frozenset({"url", "image_url", "file_url", "audio_url", "video_url"})
+_TEXT_MIME = ("text/", "application/json", "application/xml", "application/x-yaml")
+
+
+def _redact_url(url: str, redactor: Redactor) -> str:
+    """A URL: signed-URL credentials and passwords go; a ``data:`` URL's text payload is
+    redacted (decoded first when it is base64 text); binary payloads are kept as they are."""
+    if not url.startswith("data:"):
+        return redactor(url)
+    header, sep, payload = url.partition(",")
+    if ";base64" not in header:
+        return header + sep + redactor(payload)
+    if not header[5:].startswith(_TEXT_MIME):
+        return url
+    try:
+        decoded = base64.b64decode(payload, validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return url
+    redacted = redactor(decoded)
+    if redacted == decoded:
+        return url
+    return header + sep + base64.b64encode(redacted.encode("utf-8")).decode("ascii")
+
+
+def _redact_value(value: Any, redactor: Redactor, *, block: bool = False) -> Any:
+    """Redact every string inside nested dicts / lists (tool-call arguments, metadata,
+    artifacts). In content blocks (``block=True``) payloads and signatures are kept and
+    URLs go through :func:`_redact_url`."""
     if isinstance(value, str):
         return redactor(value)
     if isinstance(value, dict):
-        return {key: _redact_value(item, redactor) for key, item in value.items()}
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            if block and key in _BLOCK_KEEP:
+                out[key] = item
+            elif block and key in _URL_FIELDS and isinstance(item, str):
+                out[key] = _redact_url(item, redactor)
+            else:
+                out[key] = _redact_value(item, redactor, block=block)
+        return out
     if isinstance(value, (list, tuple)):
-        return [_redact_value(item, redactor) for item in value]
+        return [_redact_value(item, redactor, block=block) for item in value]
     return value
 
 
 def _redact_content(content: str | list[Any], redactor: Redactor) -> str | list[Any]:
     if isinstance(content, str):
         return redactor(content)
-    blocks: list[Any] = []
-    for block in content:
-        if isinstance(block, str):
-            block = redactor(block)
-        elif isinstance(block, dict):
-            block = dict(block)
-            for key in ("text", "thinking", "reasoning"):
-                if isinstance(block.get(key), str):
-                    block[key] = redactor(block[key])
-        blocks.append(block)
-    return blocks
+    return [_redact_value(block, redactor, block=True) for block in content]
 
 
 def maybe_redact(messages: Sequence[BaseMessage], redactor: Redactor | None) -> list[BaseMessage]:
@@ -136,9 +267,12 @@ def redact_messages(
 ) -> list[BaseMessage]:
     """Return copies of ``messages`` with ``redactor`` applied to their text.
 
-    Text content, text/reasoning content blocks, tool-call arguments (parsed and the raw
-    OpenAI ``additional_kwargs["tool_calls"]``) are redacted. Ids, ``tool_call_id``,
-    ``name`` and metadata are kept; the input messages are not changed.
+    Redacted: text content and every string field of content blocks (image and file URLs
+    included: signed-URL credentials go, binary payloads and signatures stay intact),
+    tool-call arguments, every string in ``additional_kwargs`` (raw tool calls,
+    ``reasoning_content``...) and ``response_metadata``, and ``ToolMessage.artifact`` when it
+    is made of strings, dicts and lists (other objects are kept as they are). Ids,
+    ``tool_call_id`` and ``name`` are kept; the input messages are not changed.
 
     Args:
         messages: The messages to redact.
@@ -165,10 +299,11 @@ def redact_messages(
                 {**call, "args": _redact_value(call.get("args"), redactor)}
                 for call in message.invalid_tool_calls
             ]
-        raw_calls = message.additional_kwargs.get("tool_calls")
-        if isinstance(raw_calls, list):
-            kwargs = dict(message.additional_kwargs)
-            kwargs["tool_calls"] = _redact_value(raw_calls, redactor)
-            update["additional_kwargs"] = kwargs
+        if message.additional_kwargs:
+            update["additional_kwargs"] = _redact_value(message.additional_kwargs, redactor)
+        if message.response_metadata:
+            update["response_metadata"] = _redact_value(message.response_metadata, redactor)
+        if isinstance(message, ToolMessage) and message.artifact is not None:
+            update["artifact"] = _redact_value(message.artifact, redactor)
         out.append(message.model_copy(update=update))
     return out

@@ -20,7 +20,9 @@ from langchain_compact._facts import result_gist
 from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact._render import (
     context_of,
+    fit_sections,
     key_lines,
+    message_text,
     render_call,
     render_transcript,
     salient_items,
@@ -258,7 +260,7 @@ class ExtractiveSummarizer:
         calls: dict[str, str] = {}
         last_ai = ""
         for msg in messages:
-            text = tool_result_text(msg)
+            text = message_text(msg)
             if kind_of(msg) == KIND_SUMMARY:  # merging earlier summaries: keep their bullets
                 merged += 1
                 by_section = _summary_bullets(text)
@@ -330,7 +332,7 @@ class ExtractiveSummarizer:
             ("5. Other context", carried or ["none recorded"]),
         ]
         sections = [(title, list(dict.fromkeys(items))) for title, items in sections]
-        return _fit(sections, max_tokens)
+        return fit_sections(sections, max_tokens)
 
     async def asummarize(
         self, messages: Sequence[BaseMessage], *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
@@ -363,39 +365,6 @@ def _summary_bullets(text: str) -> dict[str, list[str]]:
     return out
 
 
-def _cut_to_tokens(text: str, max_tokens: int) -> str:
-    """The longest prefix of ``text`` within ``max_tokens`` (measured, CJK-aware)."""
-    while text and (tokens := approximate_tokens([HumanMessage(text)])) > max_tokens:
-        text = text[: int(len(text) * max_tokens / tokens * 0.95)]
-    return text
-
-
-def _fit(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
-    """Render, dropping the oldest entries (after the first) of the longest section until
-    the text fits ``max_tokens``; each section says how many entries it omitted."""
-    dropped = {title: 0 for title, _ in sections}
-
-    def render() -> str:
-        parts = []
-        for title, items in sections:
-            shown = items[:1]
-            if dropped[title]:
-                shown.append(f"({dropped[title]} older entries omitted; archived)")
-            parts.append(f"## {title}\n" + "\n".join(f"- {i}" for i in shown + items[1:]))
-        return "\n".join(parts)
-
-    text = render()
-    while approximate_tokens([HumanMessage(text)]) > max_tokens:
-        shrinkable = [(t, items) for t, items in sections if len(items) > 1]
-        if not shrinkable:
-            return _cut_to_tokens(text, max_tokens)
-        title, items = max(shrinkable, key=lambda s: sum(len(i) for i in s[1]))
-        del items[1]
-        dropped[title] += 1
-        text = render()
-    return text
-
-
 def fidelity_supplement(
     span: Sequence[BaseMessage],
     summary: str,
@@ -417,7 +386,7 @@ def fidelity_supplement(
     primary: list[str] = []  # what people and the assistant said: checked first
     secondary: list[str] = []  # outcome lines of tool results
     for msg in span:
-        text = tool_result_text(msg)
+        text = message_text(msg)
         if kind_of(msg) == KIND_CLEARED:  # a placeholder; the original is archived
             continue
         if isinstance(msg, ToolMessage) or (

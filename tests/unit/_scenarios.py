@@ -7,7 +7,7 @@ Nothing here asserts; tests compare what these helpers record with independent f
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -161,10 +161,11 @@ OVERLONG_TEXT = "overlong summary line with detail. " * 3000
 
 
 class FailingSummarizer:
-    """A summarizer that fails in one way every time: ``exception``, ``timeout`` (sleeps
-    ``sleep`` seconds), ``empty`` text or ``overlong`` text. Counts its calls."""
+    """A summarizer that fails in one way every time: ``exception``, ``timeout`` (hangs for
+    ``sleep`` seconds, far beyond any timeout the tests set, so nothing races the clock),
+    ``empty`` text or ``overlong`` text. Counts its calls."""
 
-    def __init__(self, mode: str, *, sleep: float = 0.3) -> None:
+    def __init__(self, mode: str, *, sleep: float = 30.0) -> None:
         if mode not in ("exception", "timeout", "empty", "overlong"):
             raise ValueError(mode)
         self.mode = mode
@@ -183,7 +184,7 @@ class FailingSummarizer:
     def summarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:
         self.calls += 1
         if self.mode == "timeout":
-            time.sleep(self.sleep)
+            threading.Event().wait(self.sleep)  # in a daemon thread, abandoned at the timeout
         return self._result()
 
     async def asummarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:

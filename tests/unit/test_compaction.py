@@ -327,7 +327,7 @@ def llm_with_tool_call() -> tuple[LLMSummarizer, Callable[[], int]]:
 def failing(kind: str) -> tuple[Summarizer, Callable[[], int]]:
     if kind == "tool_call":
         return llm_with_tool_call()
-    s = FailingSummarizer(kind, sleep=0.3)
+    s = FailingSummarizer(kind)
     return s, lambda: s.calls
 
 

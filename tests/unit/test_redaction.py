@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,6 +16,13 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from langchain_compact._meta import KIND_CLEARED, kind_of, with_meta
 from langchain_compact.redaction import redact_messages, redact_secrets
+
+_spec = importlib.util.spec_from_file_location(
+    "redaction_corpus", Path(__file__).parent / "data" / "redaction_corpus.py"
+)
+assert _spec is not None and _spec.loader is not None
+corpus = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(corpus)
 
 # Built by concatenation so no literal key-shaped string sits in the repository.
 OPENAI = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
@@ -85,9 +99,8 @@ def test_redaction_is_idempotent(text: str) -> None:
 @given(st.text(alphabet=st.characters(blacklist_characters="=:"), max_size=200))
 def test_text_without_separators_or_prefixes_is_kept(text: str) -> None:
     # No assignment separator and no token prefix -> nothing can match.
-    if any(
-        p in text for p in ("sk-", "AKIA", "ASIA", "gh", "github_pat_", "xox", "Bearer", "-----")
-    ):
+    prefixes = ("sk", "AKIA", "ASIA", "gh", "xox", "Bearer", "-----", "eyJ", "AIza", "hf_", "rk_")
+    if any(p in text for p in prefixes):
         return
     assert redact_secrets(text) == text
 
@@ -153,3 +166,129 @@ def test_redact_messages_takes_any_redactor() -> None:
         [HumanMessage("Alice met Bob", id="h")], lambda s: s.replace("Bob", "[B]")
     )
     assert out[0].content == "Alice met [B]" and out[0].id == "h"
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fragments"), corpus.SECRETS, ids=[r[0] for r in corpus.SECRETS]
+)
+def test_corpus_secret_is_caught(name: str, text: str, fragments: list[str]) -> None:
+    redacted = redact_secrets(text)
+    assert "[REDACTED:" in redacted
+    for fragment in fragments:
+        assert fragment not in redacted, redacted
+
+
+@pytest.mark.parametrize(("name", "text"), corpus.BENIGN, ids=[r[0] for r in corpus.BENIGN])
+def test_corpus_ordinary_text_is_kept(name: str, text: str) -> None:
+    assert redact_secrets(text) == text
+
+
+def test_corpus_report() -> None:
+    caught = sum(
+        all(f not in redact_secrets(t) for f in fragments) for _, t, fragments in corpus.SECRETS
+    )
+    false_positives = sum(redact_secrets(t) != t for _, t in corpus.BENIGN)
+    report = (
+        f"caught {caught}/{len(corpus.SECRETS)} secrets, "
+        f"false positives {false_positives}/{len(corpus.BENIGN)} ordinary texts"
+    )
+    print(report)
+    assert (caught, false_positives) == (len(corpus.SECRETS), 0), report
+
+
+def test_partial_values_are_redacted_whole() -> None:
+    assert redact_secrets("password = my secret phrase") == "password = [REDACTED:password]"
+    assert redact_secrets("password = my secret phrase # old one") == (
+        "password = [REDACTED:password] # old one"
+    )
+    assert redact_secrets("run --password=Hunter2x now") == "run --password=[REDACTED:password] now"
+
+
+# --------------------------------------------------------------------------- linear time
+
+ADVERSARIAL = textwrap.dedent(
+    """
+    from langchain_compact.redaction import redact_secrets
+    units = [
+        "-----BEGIN RSA PRIVATE KEY-----\\n",  # 10,000 of these took 17.6 s before
+        "-----BEGIN RSA PRIVATE KEY-----",  # 640 KB of these took 73 s before
+        'password="',
+        "password = a b c d ",
+        "mysql -u x ",
+        "https://u:",
+        "Cookie: a=b; ",
+    ]
+    for unit in units:
+        redact_secrets(unit * (1_500_000 // len(unit)))
+    print("done")
+    """
+)
+
+
+def test_redaction_is_linear_on_adversarial_input() -> None:
+    # A hang check, not a speed check: about 10 s of work for linear patterns on a slow
+    # machine, many minutes for the old quadratic ones (1.5 MB each). The bound is generous.
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", ADVERSARIAL], capture_output=True, text=True, timeout=240
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("redact_secrets is super-linear on adversarial input")
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr
+
+
+# --------------------------------------------------------------------------- message fields
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4).decode()
+
+
+def test_every_message_field_is_redacted_and_payloads_are_kept() -> None:
+    signed = "https://b.s3.amazonaws.com/a.png?X-Amz-Signature=" + "9f2c" * 16
+    text_data = "data:text/plain;base64," + base64.b64encode(f"token {GITHUB}".encode()).decode()
+    thinking = {"type": "thinking", "thinking": f"use {OPENAI}", "signature": "Ek" + "A" * 60}
+    ai = AIMessage(
+        content=[
+            thinking,
+            {"type": "image_url", "image_url": {"url": signed}},
+            {"type": "image", "base64": PNG, "mime_type": "image/png"},
+            {"type": "file", "url": text_data},
+        ],
+        additional_kwargs={"reasoning_content": f"the key is {OPENAI}"},
+        response_metadata={"model_name": "m", "debug": {"echo": "password=hunter22x"}},
+        id="a1",
+    )
+    tool = ToolMessage(
+        "ok",
+        tool_call_id="c1",
+        artifact={"raw": [f"AWS={AWS}"], "status": 200},
+        id="t1",
+    )
+    red_ai, red_tool = redact_messages([ai, tool])
+    assert isinstance(red_ai, AIMessage) and isinstance(red_tool, ToolMessage)
+    blob = str(red_ai.model_dump()) + str(red_tool.model_dump())
+    for secret in (OPENAI, "9f2c9f2c9f2c", "hunter22x", AWS):
+        assert secret not in blob, secret
+    assert GITHUB not in base64.b64decode(red_ai.content[3]["url"].split(",", 1)[1]).decode()
+    assert red_ai.content[0]["signature"] == thinking["signature"], "signatures stay valid"
+    assert red_ai.content[2]["base64"] == PNG, "binary payloads are not touched"
+    assert red_ai.additional_kwargs["reasoning_content"] == "the key is [REDACTED:openai_key]"
+    assert red_ai.response_metadata["model_name"] == "m"
+    assert red_tool.artifact == {"raw": ["AWS=[REDACTED:aws_access_key]"], "status": 200}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "run mysql -u root -pcache = value",
+        "aws_session_token=abc123xyz789 = s3cr3t-value",
+        "note [REDACTED:x]mysqldump --password=Hunter2x appdb",
+        "SECRET_KEY=django-abc123[REDACTED:x] = other",
+    ],
+)
+def test_redaction_is_idempotent_next_to_markers(text: str) -> None:
+    once = redact_secrets(text)
+    assert "[REDACTED:" in once and redact_secrets(once) == once
+    assert "Hunter2x" not in once

@@ -51,6 +51,17 @@ def cjk_history() -> list[BaseMessage]:
     return msgs
 
 
+def long_run(rounds: int) -> list[BaseMessage]:
+    """``rounds`` distinct tool rounds (no two entries alike, so none is deduplicated)."""
+    msgs: list[BaseMessage] = [HumanMessage("Audit every service. Never restart prod.", id="h")]
+    for k in range(rounds):
+        call = {"name": "check", "args": {"service": f"svc-{k}"}, "id": f"c{k}"}
+        msgs.append(AIMessage(f"Checking svc-{k} next.", tool_calls=[call], id=f"a{k}"))
+        body = f"svc-{k}: probing\n" + "detail line\n" * 5 + f"svc-{k}: healthy in {k * 3} ms"
+        msgs.append(ToolMessage(body, tool_call_id=f"c{k}", name="check", id=f"t{k}"))
+    return msgs
+
+
 # --------------------------------------------------------------------------- extractive
 
 
@@ -219,3 +230,140 @@ async def test_llm_summarizer_refuses_bad_replies(reply: AIMessage, match: str) 
         summarizer.summarize([HumanMessage("hi")], max_tokens=100)
     with pytest.raises(SummarizerError, match=match):
         await summarizer.asummarize([HumanMessage("hi")], max_tokens=100)
+
+
+# --------------------------------------------------------------------------- scale
+
+
+def _measured_chars(history: list[BaseMessage], monkeypatch: pytest.MonkeyPatch) -> int:
+    """Characters the extractive summarizer hands to the token counter for ``history``."""
+    import langchain_compact._render as render_module
+    import langchain_compact.summarizers as summarizers_module
+
+    seen = [0]
+
+    def counting(messages: list[BaseMessage], **kw: Any) -> int:
+        seen[0] += sum(len(m.text) for m in messages)
+        return approximate_tokens(messages, **kw)
+
+    for module in (render_module, summarizers_module):
+        monkeypatch.setattr(module, "approximate_tokens", counting, raising=False)
+    ExtractiveSummarizer().summarize(history, max_tokens=300)
+    return seen[0]
+
+
+def test_extractive_measures_a_linear_amount_of_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Structural, not timed: the old fitting loop re-rendered and re-measured the whole
+    # summary once per dropped entry, so doubling the history quadrupled the text measured.
+    chars_small = _measured_chars(long_run(300), monkeypatch)
+    chars_double = _measured_chars(long_run(600), monkeypatch)
+    assert chars_double <= 2.5 * chars_small, (chars_small, chars_double)
+
+
+def test_extractive_drops_the_same_entries_as_one_at_a_time_fitting() -> None:
+    # The reference is the old algorithm (drop, re-render, re-measure), on a small input.
+    from langchain_compact._render import fit_sections
+
+    def reference(sections: list[tuple[str, list[str]]], bound: int) -> str:
+        sections = [(t, list(items)) for t, items in sections]
+        dropped = {t: 0 for t, _ in sections}
+
+        def render() -> str:
+            parts = []
+            for title, items in sections:
+                shown = items[:1]
+                if dropped[title]:
+                    shown.append(f"({dropped[title]} older entries omitted; archived)")
+                parts.append(f"## {title}\n" + "\n".join(f"- {i}" for i in shown + items[1:]))
+            return "\n".join(parts)
+
+        text = render()
+        while approximate_tokens([HumanMessage(text)]) > bound:
+            shrinkable = [(t, items) for t, items in sections if len(items) > 1]
+            assert shrinkable
+            title, items = max(shrinkable, key=lambda s: sum(len(i) for i in s[1]))
+            del items[1]
+            dropped[title] += 1
+            text = render()
+        return text
+
+    sections = [
+        (f"{n}. section", [f"entry {n}.{i} " + "word " * ((i * 7 + n) % 13) for i in range(40)])
+        for n in range(1, 6)
+    ]
+    sections[2][1].extend("长的中文条目" * (i % 5 + 1) for i in range(30))
+    for bound in (120, 250, 400, 700, 1200):
+        copy = [(t, list(items)) for t, items in sections]
+        assert fit_sections(copy, bound) == reference(sections, bound), bound
+
+
+# --------------------------------------------------------------------------- non-text blocks
+
+PNG_B64 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5E"
+    "rkJggg=="
+)
+PAYLOAD = PNG_B64 * 200  # ~20 KB of base64 that must never reach a prompt
+
+
+def image_history() -> list[BaseMessage]:
+    return [
+        HumanMessage(
+            content=[
+                {"type": "text", "text": "Why does this chart dip?"},
+                {"type": "image_url", "image_url": {"url": "https://cdn.example.com/q3.png"}},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PAYLOAD}"}},
+            ],
+            id="h1",
+        ),
+        AIMessage(
+            "",
+            tool_calls=[{"name": "fetch_report", "args": {"q": 3}, "id": "c1"}],
+            id="a1",
+        ),
+        ToolMessage(
+            content=[
+                {"type": "text", "text": "report attached"},
+                {"type": "file", "file_id": "file-7Qx2", "filename": "q3.pdf"},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/jpeg", "data": PAYLOAD},
+                },
+            ],
+            tool_call_id="c1",
+            name="fetch_report",
+            id="t1",
+        ),
+        AIMessage("The dip is the outage of week 32.", id="a2"),
+    ]
+
+
+def test_extractive_summary_keeps_image_and_file_references() -> None:
+    text = ExtractiveSummarizer().summarize(image_history(), max_tokens=2000)
+    assert "[image: https://cdn.example.com/q3.png]" in text
+    assert "[image: data URL, image/png, " in text and "KB, sha256 " in text
+    assert "[file: q3.pdf, file id file-7Qx2]" in text
+    assert "[image: inline, image/jpeg, " in text
+    assert PNG_B64[:40] not in text, "no base64 payload in a summary"
+
+
+def test_llm_summarizer_prompt_references_images_without_payloads() -> None:
+    fake = ScriptedChatModel(replies=[AIMessage("ok summary")])
+    LLMSummarizer(fake).summarize(image_history(), max_tokens=200)
+    (sent,) = fake.log.inputs
+    prompt = sent[1].text
+    assert "[image: https://cdn.example.com/q3.png]" in prompt
+    assert "[file: q3.pdf, file id file-7Qx2]" in prompt
+    assert "[image: data URL, image/png, " in prompt
+    assert PNG_B64[:40] not in prompt
+
+
+def test_identical_payloads_get_identical_references() -> None:
+    from langchain_compact._render import block_reference
+
+    one = block_reference({"type": "image", "base64": PAYLOAD, "mime_type": "image/png"})
+    two = block_reference({"type": "image", "base64": PAYLOAD, "mime_type": "image/png"})
+    other = block_reference({"type": "image", "base64": PAYLOAD[:-4], "mime_type": "image/png"})
+    assert one == two != other
+    assert block_reference({"type": "text", "text": "x"}) is None
+    assert block_reference({"type": "audio_clip"}) == "[audio_clip block]"
