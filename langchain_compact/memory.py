@@ -40,6 +40,7 @@ __all__ = [
     "MemoryRecord",
     "RunStore",
     "acontinue_from_memory",
+    "acontinue_on_server",
     "continue_from_memory",
 ]
 
@@ -436,3 +437,48 @@ async def acontinue_from_memory(
     memory, new_thread = _start(graph, memory, config)
     record = await memory.aget(config=config)
     return await graph.ainvoke(_input(record, memory, config, new_thread, messages_key), config)
+
+
+async def acontinue_on_server(
+    client: Any,
+    assistant_id: str,
+    *,
+    namespace: Sequence[str],
+    key: str = DEFAULT_MEMORY_KEY,
+    config: Mapping[str, Any] | None = None,
+) -> tuple[str, Any]:
+    """Start a new thread on a LangGraph server from the memory in the server's store.
+
+    Reads the item with ``client.store.get_item``, creates a thread and waits for the run of
+    ``assistant_id`` on the seed messages (``client.runs.wait``).
+
+    Args:
+        client: A ``langgraph_sdk`` async client (``get_client(url=...)``).
+        assistant_id: The graph (or assistant) to run.
+        namespace: The memory's namespace with its placeholders filled (``("memory", "alice")``).
+        key: The item key.
+        config: The run's config (``configurable`` keys your graph needs).
+
+    Returns:
+        ``(thread_id, output)`` of the new thread.
+
+    Raises:
+        ConfigError: when the server holds no memory there.
+    """
+    try:
+        item = await client.store.get_item(list(namespace), key)
+    except Exception as exc:  # langgraph_sdk raises httpx.HTTPStatusError for a missing item
+        if getattr(getattr(exc, "response", None), "status_code", None) != 404:
+            raise
+        item = None
+    if not item:
+        raise ConfigError(
+            f"no memory under {tuple(namespace)!r}/{key!r} on the server: a thread writes it "
+            "at its first compaction (with memory= passed to the graph)."
+        )
+    seed = MemoryRecord.from_value(item["value"]).seed_messages()
+    thread = await client.threads.create()
+    output = await client.runs.wait(
+        thread["thread_id"], assistant_id, input={"messages": seed}, config=dict(config or {})
+    )
+    return str(thread["thread_id"]), output
