@@ -194,3 +194,65 @@ async def test_fifty_threads_concurrently_finish_without_leaks(sdk: Any) -> None
             for text, where in ((state, "state"), (archive, "archive"), (memory, "memory")):
                 assert other.code not in text, (seed, where, other.code)
                 assert f"Starting value: {other.starting_value}" not in text, (seed, where)
+
+
+# --------------------------------------------------------------------------------------------
+# The same agent on the real llama.cpp server (ChatOpenAI), served by langgraph dev
+# --------------------------------------------------------------------------------------------
+
+REAL_WINDOW = 2000  # small: prompt evaluation runs at tens of tokens/s on 2 busy cores
+REAL_TURNS = 6
+
+
+@pytest.fixture(scope="module")
+def real_dev_server(llama_server: Any) -> Iterator[DevServer]:
+    env = {
+        "LC_BASE_URL": llama_server.base_url,
+        "LC_MODEL": llama_server.model,
+        "LC_CHAT_CLASS": "bench._llama:LlamaCppChatOpenAI",
+        "LC_MAX_TOKENS": "32",
+        "LC_CONTEXT_WINDOW": str(REAL_WINDOW),
+    }
+    with langgraph_dev({"agent": f"{EXAMPLE_MODULE}:agent"}, env=env, jobs=2) as server:
+        yield server
+
+
+@pytest.mark.server
+async def test_real_model_agent_compacts_on_the_langgraph_server(
+    real_dev_server: DevServer, llama_server: Any
+) -> None:
+    """A chat of long user turns on one thread, each turn a run through the server: the
+    model answers (ChatOpenAI against llama.cpp), the context crosses the trigger, the run
+    compacts and streams the event, and the state keeps the pinned first turn."""
+    logs = DependentTask(steps=REAL_TURNS, payload_chars=400, seed=5)
+    turns = [
+        f"Build log {k}:\n{logs.tools()[0].invoke({'step': k, 'previous': k})}\n"
+        "Reply with one short sentence about this log."
+        for k in range(1, REAL_TURNS + 1)
+    ]
+    events: list[dict[str, Any]] = []
+    async with langgraph_sdk.get_client(url=real_dev_server.url, timeout=600) as sdk:
+        thread = await sdk.threads.create()
+        for text in turns:
+            async for chunk in sdk.runs.stream(
+                thread["thread_id"],
+                "agent",
+                input={"messages": [{"role": "user", "content": text}]},
+                config={"configurable": {"user_id": "real"}},
+                stream_mode="custom",
+            ):
+                if chunk.event == "custom":
+                    events.append(chunk.data[EVENT_KEY])
+                assert chunk.event != "error", (chunk.data, real_dev_server.log_tail())
+        state = (await sdk.threads.get_state(thread["thread_id"]))["values"]
+        memory = await sdk.store.get_item(["memory", "real"], "latest")
+    assert state["transition"] != "stopped", state.get("stop_reason")
+    answers = [m for m in state["messages"] if m["type"] == "ai"]
+    assert answers and all(m["response_metadata"].get("model_name") for m in answers)
+    assert all((m.get("usage_metadata") or {}).get("input_tokens") for m in answers)
+    assert [e["index"] for e in events if e["event"] == "compaction"][:1] == [1]
+    assert state["compaction_count"] >= 1
+    marks = kinds(state["messages"])
+    assert marks[0] == "pinned_task" and state["messages"][0]["content"] == turns[0]
+    assert "summary" in marks
+    assert MemoryRecord.from_value(memory["value"]).task["data"]["content"] == turns[0]
