@@ -62,6 +62,11 @@ def _stats(wall: float, times: list[float], ok: int, compactions: list[int]) -> 
     }
 
 
+def _summary(wall: float, results: list[tuple[float, bool, int]]) -> dict[str, Any]:
+    times, oks, compactions = zip(*results, strict=True)
+    return _stats(wall, list(times), sum(oks), list(compactions))
+
+
 async def _server(seeds: list[int], concurrency: int) -> dict[str, Any]:
     import langgraph_sdk
 
@@ -87,7 +92,9 @@ async def _server(seeds: list[int], concurrency: int) -> dict[str, Any]:
             t0 = time.perf_counter()
             results = await asyncio.gather(*(run(s) for s in seeds))
             wall = time.perf_counter() - t0
-    stats = _stats(wall, [r[0] for r in results], sum(r[1] for r in results), [r[2] for r in results])
+    stats = _stats(
+        wall, [r[0] for r in results], sum(r[1] for r in results), [r[2] for r in results]
+    )
     return {**stats, "server_start_s": round(server.start_seconds, 2)}
 
 
@@ -116,7 +123,9 @@ async def _in_process(seeds: list[int], concurrency: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     results = await asyncio.gather(*(run(s) for s in seeds))
     wall = time.perf_counter() - t0
-    return _stats(wall, [r[0] for r in results], sum(r[1] for r in results), [r[2] for r in results])
+    return _stats(
+        wall, [r[0] for r in results], sum(r[1] for r in results), [r[2] for r in results]
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -196,7 +196,9 @@ class MemoryRecord:
         task, *summaries = messages_from_dict([self.task, *self.summaries])
         header = _MEMORY_HEADER.format(thread_id=self.thread_id, count=self.compaction_count)
         body = header + "\n\n".join(str(s.text) for s in summaries)
-        cls = SystemMessage if all(isinstance(s, SystemMessage) for s in summaries) else HumanMessage
+        cls = (
+            SystemMessage if all(isinstance(s, SystemMessage) for s in summaries) else HumanMessage
+        )
         digest = hashlib.sha256(body.encode()).hexdigest()[:16]
         memory = with_meta(
             cls(body, id=f"lc-compact-memory-{digest}"),

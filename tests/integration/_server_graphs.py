@@ -7,10 +7,10 @@
 
 from __future__ import annotations
 
+import compacting_graphs as example  # examples/server, on the server's path
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-import compacting_graphs as example  # examples/server, on the server's path
 from langchain_compact import CompactionConfig
 from langchain_compact.demo import ContextReadingPolicy
 

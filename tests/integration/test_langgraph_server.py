@@ -116,7 +116,8 @@ async def test_recall_reads_the_server_store_only_for_its_own_thread(sdk: Any) -
         threads[seed] = thread["thread_id"]
     # A tool result of thread 201 that is no longer in its context.
     state = (await sdk.threads.get_state(threads[201]))["values"]
-    cleared = [m for m, k in zip(state["messages"], kinds(state["messages"])) if k == "cleared"]
+    marks = kinds(state["messages"])
+    cleared = [m for m, k in zip(state["messages"], marks, strict=True) if k == "cleared"]
     call_id = cleared[0]["tool_call_id"]
     step = int(call_id.split("_")[2])
     previous = ([mine.starting_value, *mine.expected_values()])[step - 1]
@@ -187,7 +188,7 @@ async def test_fifty_threads_concurrently_finish_without_leaks(sdk: Any) -> None
         items = (await sdk.store.search_items(namespace, limit=1000))["items"]
         assert items and {item["value"]["thread_id"] for item in items} == {thread_id}
         archive = json.dumps(items)
-        memory = json.dumps((await sdk.store.get_item(["memory", f"user-{seed}"], "latest")))
+        memory = json.dumps(await sdk.store.get_item(["memory", f"user-{seed}"], "latest"))
         assert task.code in state and f"Starting value: {task.starting_value}" in memory
         assert f"RESULT step=1 value={task.expected_values()[0]}" in archive
         for other in (t for s, t in tasks.items() if s != seed):

@@ -171,7 +171,7 @@ def test_bad_settings_and_calls_say_what_to_fix() -> None:
     memory = CompactionMemory(store, namespace=("memory", "{user_id}"))
     with pytest.raises(ConfigError, match="needs 'user_id'"):
         memory.get(config={"configurable": {"thread_id": "t"}})
-    with pytest.raises(ConfigError, match="contain no '.'"):
+    with pytest.raises(ConfigError, match=r"contain no '\.'"):
         memory.get(config={"configurable": {"user_id": "a.b"}})
     with pytest.raises(ConfigError, match="not a compaction memory record"):
         MemoryRecord.from_value({"task": {}})
