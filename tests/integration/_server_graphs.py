@@ -7,12 +7,20 @@
 
 from __future__ import annotations
 
-import compacting_graphs as example  # examples/server, on the server's path
+import sys
+from pathlib import Path
+
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from langchain_compact import CompactionConfig
 from langchain_compact.demo import ContextReadingPolicy
+
+_EXAMPLE_DIR = str(Path(__file__).resolve().parents[2] / "examples" / "server")
+if _EXAMPLE_DIR not in sys.path:
+    sys.path.append(_EXAMPLE_DIR)
+
+import compacting_graphs as example  # noqa: E402
 
 RECALL_PREFIX = "RECALL "
 

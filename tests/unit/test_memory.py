@@ -193,3 +193,20 @@ def test_run_store_outside_a_run_says_to_pass_a_store() -> None:
     agent.store = None
     with pytest.raises(ConfigError, match="graph has none"):
         continue_from_memory(agent, memory, config=scenario.config("t9"))
+
+
+async def test_continue_on_server_without_memory_says_where_it_looked() -> None:
+    from types import SimpleNamespace
+
+    from langchain_compact.memory import acontinue_on_server
+
+    class Missing(Exception):
+        response = SimpleNamespace(status_code=404)
+
+    class Store:
+        async def get_item(self, namespace: list[str], key: str) -> Any:
+            raise Missing
+
+    client = SimpleNamespace(store=Store())
+    with pytest.raises(ConfigError, match="no memory under \\('memory', 'zoe'\\)/'latest'"):
+        await acontinue_on_server(client, "agent", namespace=("memory", "zoe"))
