@@ -38,6 +38,7 @@ from langchain_compact.tokens import TokenCounter, approximate_tokens
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
+    from langchain_compact.memory import CompactionMemory
 
 __all__ = ["CompactionAgentState", "CompactionMiddleware"]
 
@@ -90,6 +91,8 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         model: The agent's chat model, only to read its context window from its profile.
         counter: Local token counter for messages after the newest usage report.
         tools: The agent's tools (their schemas count while no usage report exists yet).
+        memory: Also keep the pinned task and newest summary in a store (per user or
+            project) after each compaction; see :mod:`langchain_compact.memory`.
 
     Raises:
         ConfigError: when neither ``config`` nor ``model``'s profile gives a context window.
@@ -120,6 +123,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         model: BaseChatModel | None = None,
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
+        memory: CompactionMemory | None = None,
     ) -> None:
         super().__init__()
         self.nodes = CompactionNodes(
@@ -128,6 +132,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             archive=archive,
             counter=counter,
             tools=tools,
+            memory=memory,
         )
 
     @property

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
     from langchain_compact.archive import TranscriptArchive
+    from langchain_compact.memory import CompactionMemory
 
 __all__ = ["create_compacting_agent"]
 
@@ -39,6 +40,7 @@ def create_compacting_agent(
     counter: TokenCounter = approximate_tokens,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     store: BaseStore | None = None,
+    memory: CompactionMemory | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a tool-calling agent (``agent`` -> ``tools`` loop) with compaction wired in.
 
@@ -54,6 +56,8 @@ def create_compacting_agent(
         counter: Local token counter.
         checkpointer: Any LangGraph checkpointer (``InMemorySaver``, SQLite, Postgres).
         store: A LangGraph store, passed to ``compile``.
+        memory: Also keep the pinned task and newest summary in a store (per user or
+            project) after each compaction; see :mod:`langchain_compact.memory`.
 
     Example:
         >>> from langchain_compact.demo import ContextReadingPolicy, DependentTask
@@ -98,5 +102,6 @@ def create_compacting_agent(
         model=model,
         counter=counter,
         tools=all_tools,
+        memory=memory,
     )
     return builder.compile(checkpointer=checkpointer, store=store)

@@ -35,6 +35,7 @@ from langchain_compact.tokens import TokenCounter, approximate_tokens, context_t
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
+    from langchain_compact.memory import CompactionMemory
 
 __all__ = ["CompactionNodes", "resolve_context_window"]
 
@@ -89,6 +90,8 @@ class CompactionNodes:
         counter: Local token counter for messages after the usage anchor.
         tools: Tool schemas the model is called with (counted when there is no anchor).
         messages_key: State key of the message list.
+        memory: Also keep the pinned task and summaries in a store after each compaction,
+            for a new thread to continue from (:mod:`langchain_compact.memory`).
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class CompactionNodes:
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
         messages_key: str = "messages",
+        memory: CompactionMemory | None = None,
     ) -> None:
         if config.context_window is None:
             raise ConfigError(
@@ -112,6 +116,7 @@ class CompactionNodes:
         self.counter = counter
         self.tools = list(tools) if tools else None
         self.key = messages_key
+        self.memory = memory
 
     # ------------------------------------------------------------------ edges
 
@@ -262,6 +267,8 @@ class CompactionNodes:
             result: CompactionResult | Exception = compact_history(messages, **self._kwargs(config))
         except CompactionError as exc:
             result = exc
+        if self.memory is not None and isinstance(result, CompactionResult) and result.summary:
+            self.memory.remember(result.messages, config=config)
         return self._summarize_update(messages, result)
 
     async def asummarize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
@@ -273,6 +280,8 @@ class CompactionNodes:
             )
         except CompactionError as exc:
             result = exc
+        if self.memory is not None and isinstance(result, CompactionResult) and result.summary:
+            await self.memory.aremember(result.messages, config=config)
         return self._summarize_update(messages, result)
 
     # ------------------------------------------------------------------ stop
@@ -297,7 +306,7 @@ class CompactionNodes:
                 reason = decide(
                     messages, config=self.config, counter=self.counter, tools=self.tools
                 ).reason
-        message = stop_message(messages, reason)
+        message = stop_message(messages, reason, advice=self.memory.advice if self.memory else "")
         _emit({"event": "stop", "reason": reason})
         logger.warning("compaction stopped the run: %s", reason)
         return {self.key: [message], "transition": "stopped", "stop_reason": reason}

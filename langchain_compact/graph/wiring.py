@@ -19,6 +19,7 @@ from langchain_compact.tokens import TokenCounter, approximate_tokens
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
+    from langchain_compact.memory import CompactionMemory
 
 __all__ = ["add_compaction"]
 
@@ -35,6 +36,7 @@ def add_compaction(
     tools: Sequence[Any] | None = None,
     messages_key: str = "messages",
     prefix: str = "compact",
+    memory: CompactionMemory | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """Add compaction in front of ``model_node`` of an uncompiled ``StateGraph``.
 
@@ -56,6 +58,8 @@ def add_compaction(
         tools: The tools bound to the model (their schemas count toward the context).
         messages_key: State key of the messages.
         prefix: Prefix of the added node names.
+        memory: Also keep the pinned task and newest summary in a store (per user or
+            project) after each compaction; see :mod:`langchain_compact.memory`.
 
     Returns:
         The same builder, for chaining.
@@ -93,6 +97,7 @@ def add_compaction(
         counter=counter,
         tools=tools,
         messages_key=messages_key,
+        memory=memory,
     )
     gate = names["micro"]
 

@@ -1,0 +1,363 @@
+"""Memory that outlives a thread: the pinned task and the newest summary in a ``BaseStore``.
+
+A thread ends (it finished, or compaction stopped it at ``max_compactions``) but what it
+learned should not: with ``memory=CompactionMemory(store, namespace=("memory", "{user_id}"))``
+passed to ``add_compaction`` / ``create_compacting_agent`` / ``CompactionMiddleware``, every
+successful compaction also writes the pinned task and the summaries of the new history to
+one item of a namespace you choose (per user or per project, never per thread). One call,
+:func:`continue_from_memory`, starts a new thread from it.
+
+On the LangGraph server the platform injects the store at run time: leave ``store=None``
+and the memory uses the store of the run that calls it (:class:`RunStore`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.store.base import BaseStore, Op, Result
+
+from langchain_compact._memory_record import MemoryRecord
+from langchain_compact.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_MEMORY_KEY",
+    "CompactionMemory",
+    "MemoryRecord",
+    "RunStore",
+    "acontinue_from_memory",
+    "acontinue_on_server",
+    "continue_from_memory",
+]
+
+DEFAULT_MEMORY_KEY = "latest"
+"""Key of the item a :class:`CompactionMemory` writes in its namespace."""
+
+
+class RunStore(BaseStore):
+    """A ``BaseStore`` that forwards to the store of the graph run calling it.
+
+    For graphs deployed on the LangGraph server (``langgraph dev``, the Platform), whose
+    store the platform injects at run time: ``StoreArchive(RunStore())`` archives where the
+    server keeps its state. Uses ``langgraph.config.get_store()``, so it works inside nodes
+    and tools (async runs need Python >= 3.11, like ``get_store`` itself).
+
+    Example:
+        >>> from langgraph.graph import START, MessagesState, StateGraph
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> def node(state: MessagesState) -> dict:
+        ...     RunStore().put(("ns",), "k", {"v": 1})
+        ...     return {}
+        >>> store = InMemoryStore()
+        >>> _ = StateGraph(MessagesState).add_node("node", node).add_edge(START, "node")
+        >>> _ = _.compile(store=store).invoke({"messages": []})
+        >>> store.get(("ns",), "k").value
+        {'v': 1}
+    """
+
+    @staticmethod
+    def current() -> BaseStore:
+        """The running graph's store.
+
+        Raises:
+            ConfigError: outside a graph run, or when the graph was compiled without a store.
+        """
+        from langgraph.config import get_store
+
+        try:
+            store = get_store()
+        except RuntimeError:
+            store = None
+        if store is None:
+            raise ConfigError(
+                "RunStore uses the store of the running graph, and there is none here (called "
+                "outside a graph run, or the graph was compiled without store=); pass a store "
+                "explicitly, e.g. CompactionMemory(InMemoryStore(), ...)."
+            )
+        return store
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` on the current run's store."""
+        return self.current().batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async :meth:`batch`."""
+        return await self.current().abatch(ops)
+
+
+def _configurable(config: RunnableConfig | None) -> dict[str, Any]:
+    return dict((config or {}).get("configurable") or {})
+
+
+def _thread_id(config: RunnableConfig | None) -> str:
+    return str(_configurable(config).get("thread_id") or "default")
+
+
+async def _acall(store: BaseStore, method: str, *args: Any, **kwargs: Any) -> Any:
+    """``store.a<method>``; a sync-only store (``SqliteStore``) runs in a worker thread."""
+    try:
+        return await getattr(store, f"a{method}")(*args, **kwargs)
+    except NotImplementedError:
+        return await asyncio.to_thread(getattr(store, method), *args, **kwargs)
+
+
+class CompactionMemory:
+    """The newest summary and the pinned task of a thread, kept in a store across threads.
+
+    Args:
+        store: Any LangGraph ``BaseStore`` (``InMemoryStore``, ``SqliteStore``,
+            ``PostgresStore``); ``None`` uses the store of the running graph
+            (:class:`RunStore`; on the LangGraph server, the server's store).
+        namespace: Where the item lives. Labels may name keys of the run's ``configurable``
+            in braces, filled at run time: ``("memory", "{user_id}")`` gives one memory
+            per user. Do not use ``{thread_id}``: the memory must outlive the thread.
+        key: The item key inside the namespace.
+
+    Raises:
+        ConfigError: on an empty namespace, a non-string label or a per-thread namespace.
+
+    Example:
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> memory = CompactionMemory(InMemoryStore(), namespace=("memory", "{user_id}"))
+        >>> memory.namespace_for({"configurable": {"user_id": "alice"}})
+        ('memory', 'alice')
+        >>> memory.get(config={"configurable": {"user_id": "alice"}}) is None
+        True
+    """
+
+    def __init__(
+        self,
+        store: BaseStore | None = None,
+        *,
+        namespace: tuple[str, ...],
+        key: str = DEFAULT_MEMORY_KEY,
+    ) -> None:
+        if store is not None and not isinstance(store, BaseStore):
+            raise ConfigError(f"store must be a langgraph BaseStore, got {type(store).__name__}.")
+        if not isinstance(namespace, tuple) or not namespace:
+            raise ConfigError(f"namespace must be a non-empty tuple of str, got {namespace!r}.")
+        if not all(isinstance(label, str) and label for label in namespace):
+            raise ConfigError(f"namespace labels must be non-empty str, got {namespace!r}.")
+        if any("{thread_id}" in label for label in namespace):
+            raise ConfigError(
+                "a memory namespace must not depend on {thread_id}: the memory has to outlive "
+                "the thread; use a per-user or per-project label such as '{user_id}'."
+            )
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"key must be a non-empty str, got {key!r}.")
+        self.store: BaseStore = store if store is not None else RunStore()
+        self.namespace = namespace
+        self.key = key
+
+    @property
+    def advice(self) -> str:
+        """The "how to continue" line of the stop message when this memory is configured."""
+        return (
+            "the pinned task and the latest summary are saved in the store under "
+            f"{self.namespace!r}/{self.key!r}; start a new thread from them with one call: "
+            "continue_from_memory(graph, memory, config={'configurable': {'thread_id': "
+            "<new id>}}) (langchain_compact.memory). Or raise CompactionConfig.max_compactions "
+            "or context_window. Archived originals stay available through recall_archived."
+        )
+
+    def namespace_for(self, config: RunnableConfig | None = None) -> tuple[str, ...]:
+        """The namespace with ``{placeholders}`` filled from ``config["configurable"]``.
+
+        Raises:
+            ConfigError: when a placeholder has no value, or a value contains ``.``.
+        """
+        configurable = _configurable(config)
+        labels = []
+        for label in self.namespace:
+            try:
+                filled = label.format_map(configurable)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ConfigError(
+                    f"memory namespace label {label!r} needs {exc} in the run's configurable; "
+                    "pass it in config={'configurable': {...}}."
+                ) from None
+            if not filled or "." in filled:
+                raise ConfigError(
+                    f"memory namespace label {label!r} became {filled!r}; labels must be "
+                    "non-empty and contain no '.'."
+                )
+            labels.append(filled)
+        return tuple(labels)
+
+    # ------------------------------------------------------------------ put / get
+
+    def put(self, record: MemoryRecord, *, config: RunnableConfig | None = None) -> None:
+        """Write ``record`` (replacing the previous one)."""
+        self.store.put(self.namespace_for(config), self.key, record.to_value(), index=False)
+
+    async def aput(self, record: MemoryRecord, *, config: RunnableConfig | None = None) -> None:
+        """Async :meth:`put`."""
+        value = record.to_value()
+        await _acall(self.store, "put", self.namespace_for(config), self.key, value, index=False)
+
+    def get(self, *, config: RunnableConfig | None = None) -> MemoryRecord | None:
+        """The newest record, or ``None`` when nothing was written yet."""
+        item = self.store.get(self.namespace_for(config), self.key)
+        return MemoryRecord.from_value(item.value) if item is not None else None
+
+    async def aget(self, *, config: RunnableConfig | None = None) -> MemoryRecord | None:
+        """Async :meth:`get`."""
+        item = await _acall(self.store, "get", self.namespace_for(config), self.key)
+        return MemoryRecord.from_value(item.value) if item is not None else None
+
+    # ------------------------------------------------------------------ from the graph
+
+    def remember(self, messages: Sequence[BaseMessage], *, config: RunnableConfig) -> MemoryRecord:
+        """Write the pinned task and summaries of a compacted history; the compaction node
+        calls this after each successful compaction."""
+        record = MemoryRecord.from_messages(messages, thread_id=_thread_id(config))
+        self.put(record, config=config)
+        return record
+
+    async def aremember(
+        self, messages: Sequence[BaseMessage], *, config: RunnableConfig
+    ) -> MemoryRecord:
+        """Async :meth:`remember`."""
+        record = MemoryRecord.from_messages(messages, thread_id=_thread_id(config))
+        await self.aput(record, config=config)
+        return record
+
+    def with_store(self, store: BaseStore) -> CompactionMemory:
+        """A copy over ``store`` (same namespace and key)."""
+        return CompactionMemory(store, namespace=self.namespace, key=self.key)
+
+
+class _Graph(Protocol):
+    store: BaseStore | None
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, /) -> Any: ...
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, /) -> Any: ...
+
+
+def _start(
+    graph: _Graph, memory: CompactionMemory, config: RunnableConfig
+) -> tuple[CompactionMemory, str]:
+    new_thread = _configurable(config).get("thread_id")
+    if not new_thread:
+        raise ConfigError(
+            "continue_from_memory needs the new thread's id: "
+            "config={'configurable': {'thread_id': '<new id>', ...}}."
+        )
+    if isinstance(memory.store, RunStore):
+        if graph.store is None:
+            raise ConfigError(
+                "the memory uses the run's store (store=None) but the graph has none; compile "
+                "it with store= or pass CompactionMemory(store, ...)."
+            )
+        memory = memory.with_store(graph.store)
+    return memory, str(new_thread)
+
+
+def _input(
+    record: MemoryRecord | None,
+    memory: CompactionMemory,
+    config: RunnableConfig,
+    new_thread: str,
+    messages_key: str,
+) -> dict[str, Any]:
+    if record is None:
+        raise ConfigError(
+            f"no memory under {memory.namespace_for(config)!r}/{memory.key!r}: a thread writes "
+            "it at its first compaction (with memory= passed to the graph)."
+        )
+    if record.thread_id == new_thread:
+        raise ConfigError(
+            f"thread {new_thread!r} wrote this memory; continue in a NEW thread: pass another "
+            "thread_id in config['configurable']."
+        )
+    return {messages_key: record.seed_messages()}
+
+
+def continue_from_memory(
+    graph: _Graph,
+    memory: CompactionMemory,
+    *,
+    config: RunnableConfig,
+    messages_key: str = "messages",
+) -> Any:
+    """Start a new thread from the memory: invoke ``graph`` with the pinned task and summary.
+
+    Args:
+        graph: The compiled graph (the one that wrote the memory, or any with the same state).
+        memory: Where the memory is (a memory over the run's store uses ``graph.store``).
+        config: The new run's config; ``configurable.thread_id`` must name a new thread, and
+            the keys the namespace needs (e.g. ``user_id``) must be there.
+        messages_key: State key of the messages.
+
+    Returns:
+        The graph's output for the new thread.
+
+    Raises:
+        ConfigError: no memory yet, no new thread id, or the memory's own thread.
+    """
+    memory, new_thread = _start(graph, memory, config)
+    record = memory.get(config=config)
+    return graph.invoke(_input(record, memory, config, new_thread, messages_key), config)
+
+
+async def acontinue_from_memory(
+    graph: _Graph,
+    memory: CompactionMemory,
+    *,
+    config: RunnableConfig,
+    messages_key: str = "messages",
+) -> Any:
+    """Async :func:`continue_from_memory`."""
+    memory, new_thread = _start(graph, memory, config)
+    record = await memory.aget(config=config)
+    return await graph.ainvoke(_input(record, memory, config, new_thread, messages_key), config)
+
+
+async def acontinue_on_server(
+    client: Any,
+    assistant_id: str,
+    *,
+    namespace: Sequence[str],
+    key: str = DEFAULT_MEMORY_KEY,
+    config: Mapping[str, Any] | None = None,
+) -> tuple[str, Any]:
+    """Start a new thread on a LangGraph server from the memory in the server's store.
+
+    Reads the item with ``client.store.get_item``, creates a thread and waits for the run of
+    ``assistant_id`` on the seed messages (``client.runs.wait``).
+
+    Args:
+        client: A ``langgraph_sdk`` async client (``get_client(url=...)``).
+        assistant_id: The graph (or assistant) to run.
+        namespace: The memory's namespace with its placeholders filled (``("memory", "alice")``).
+        key: The item key.
+        config: The run's config (``configurable`` keys your graph needs).
+
+    Returns:
+        ``(thread_id, output)`` of the new thread.
+
+    Raises:
+        ConfigError: when the server holds no memory there.
+    """
+    try:
+        item = await client.store.get_item(list(namespace), key)
+    except Exception as exc:  # langgraph_sdk raises httpx.HTTPStatusError for a missing item
+        if getattr(getattr(exc, "response", None), "status_code", None) != 404:
+            raise
+        item = None
+    if not item:
+        raise ConfigError(
+            f"no memory under {tuple(namespace)!r}/{key!r} on the server: a thread writes it "
+            "at its first compaction (with memory= passed to the graph)."
+        )
+    seed = MemoryRecord.from_value(item["value"]).seed_messages()
+    thread = await client.threads.create()
+    output = await client.runs.wait(
+        thread["thread_id"], assistant_id, input={"messages": seed}, config=dict(config or {})
+    )
+    return str(thread["thread_id"]), output
