@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["fact_lines", "result_gist"]
+__all__ = ["FACTS_MARK", "fact_lines", "placeholder_facts", "result_gist", "with_facts"]
+
+FACTS_MARK = "\nfacts kept: "
+"""Where a placeholder's fact lines start (they are joined by `` | ``)."""
 
 #: ``key = value`` / ``key: value``: a key of up to four words that start with a letter
 #: (JSON ``"key": value`` too), so log stamps like ``INFO 03:47`` are not keys.
@@ -102,3 +105,24 @@ def result_gist(text: str, *, limit: int = 3) -> list[str]:
             break
         chosen.setdefault(line, None)
     return list(chosen)
+
+
+def with_facts(placeholder: str, text: str) -> str:
+    """``placeholder`` followed by the fact lines of ``text`` (if any)."""
+    facts = fact_lines(text)
+    return placeholder + FACTS_MARK + " | ".join(facts) if facts else placeholder
+
+
+def placeholder_facts(placeholder: str, *, limit: int = 3) -> list[str]:
+    """The fact lines a placeholder kept, best first (``key = value`` with data).
+
+    Example:
+        >>> placeholder_facts(with_facts("[cleared]", "noise\\nRESULT step=2 value=7"))
+        ['RESULT step=2 value=7']
+    """
+    kept = placeholder.partition(FACTS_MARK)[2]
+    if not kept:
+        return []
+    lines = kept.split(" | ")
+    best = fact_lines("\n".join(lines), limit=limit, best_only=True)
+    return best or lines[:limit]

@@ -244,8 +244,13 @@ class _Drops:
     oldest entry after the first. ``order[k]`` is the section of the (k+1)-th drop.
     """
 
-    def __init__(self, sections: list[tuple[str, list[str]]]) -> None:
-        chars = [sum(len(i) for i in items) for _, items in sections]
+    def __init__(
+        self, sections: list[tuple[str, list[str]]], weights: list[float] | None = None
+    ) -> None:
+        # A section's characters count times its weight: a weight below 1 keeps its
+        # entries longer (facts outlive the list of calls that produced them).
+        w = weights or [1.0] * len(sections)
+        chars = [sum(len(i) for i in items) * w[s] for s, (_, items) in enumerate(sections)]
         left = [len(items) for _, items in sections]
         nxt = [1] * len(sections)
         self.order: list[int] = []
@@ -256,7 +261,7 @@ class _Drops:
                     best = s
             if best < 0:
                 break
-            chars[best] -= len(sections[best][1][nxt[best]])
+            chars[best] -= len(sections[best][1][nxt[best]]) * w[best]
             nxt[best] += 1
             left[best] -= 1
             self.order.append(best)
@@ -273,7 +278,12 @@ def _render_sections(sections: list[tuple[str, list[str]]], dropped: list[int]) 
     return "\n".join(parts)
 
 
-def fit_sections(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
+def fit_sections(
+    sections: list[tuple[str, list[str]]],
+    max_tokens: int,
+    *,
+    weights: list[float] | None = None,
+) -> str:
     """Render, dropping the oldest entries (after the first) of the longest section until
     the text fits ``max_tokens``; each section says how many entries it omitted.
 
@@ -281,7 +291,7 @@ def fit_sections(sections: list[tuple[str, list[str]]], max_tokens: int) -> str:
     per-entry token estimates, and the text is rendered and measured only around the answer
     (where it is about ``max_tokens`` long), never once per dropped entry.
     """
-    order = _Drops(sections).order
+    order = _Drops(sections, weights).order
     overhead = _tokens("")
     costs = [[_tokens(f"- {i}\n") - overhead for i in items] for _, items in sections]
     estimate = _tokens(_render_sections([(t, []) for t, _ in sections], [0] * len(sections)))

@@ -230,7 +230,7 @@ def decide(
         )
     if info.count and info.turns_since < config.cooldown_turns and tokens <= fit:
         return Decision("continue", tokens, trigger, "cooldown: micro-compaction only")
-    if info.count and info.turns_since <= 1 and info.refill_streak + 1 >= config.thrash_limit:
+    if info.count and info.turns_since <= 1 and info.refill_streak >= config.thrash_limit:
         return Decision(
             "stop",
             tokens,
@@ -479,12 +479,17 @@ def _steps(
         return None if tokens is None else int((tokens - overhead) / scale)
 
     local_trigger = local(trigger)
+    # The summary may use room up to halfway between the trigger and the fit limit: a
+    # compacted history over the trigger but fitting goes on (and the next compaction waits
+    # for the context to grow), so squeezing the summary under the trigger only loses facts.
+    fit = config.fit_tokens
+    roof = local(trigger if fit is None or trigger is None else (trigger + fit) // 2)
 
     def room(kept: list[BaseMessage]) -> int | None:
         """Local tokens left under the trigger for the new summary, beside what is kept."""
-        if local_trigger is None:
+        if roof is None:
             return None
-        return local_trigger - counter([*head, *kept]) - extra - _HEADER_TOKENS
+        return roof - counter([*head, *kept]) - extra - _HEADER_TOKENS
 
     bound = _summary_bound(config)
     left = room(tail)
@@ -499,7 +504,6 @@ def _steps(
     if left is not None:  # the summary gets what is left, so the result fits
         bound = max(64, min(bound, int(left * 0.7)))
     # The summarizer reads the originals of results cleared since the last compaction.
-    fit = config.fit_tokens
     restore_budget = 0 if fit is None else max(0, fit - counter(span) - bound)
     readable = yield from _restore_originals(span, archive, thread_id, restore_budget, counter)
     text, used, errors = yield from _summarize_steps(summarizer, readable, config, bound)
@@ -584,9 +588,8 @@ def _steps(
         and tokens_after >= trigger
         and tokens_after >= tokens_before
     )
-    meta["refill_streak"] = (
-        info.refill_streak + 1 if stuck and info.count and info.turns_since <= 1 else 0
-    )
+    chained = info.count and info.turns_since <= 1
+    meta["refill_streak"] = (info.refill_streak + 1 if chained else 1) if stuck else 0
     summary = _summary_message(body, config, plan.span, **meta, tokens_after=tokens_after)
     new = [*head, summary, *tail]
     kept = {m.id for m in new}

@@ -21,7 +21,7 @@ from langchain_core.messages import (
 )
 
 from langchain_compact._digest import structured_digest
-from langchain_compact._facts import fact_lines
+from langchain_compact._facts import with_facts
 from langchain_compact._meta import (
     KIND_CLEARED,
     KIND_PINNED_TASK,
@@ -166,10 +166,8 @@ def _placeholder_text(
     new_text = template.format(
         name=name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
     )
-    facts = fact_lines(text)
-    if facts:  # the facts (key = value, ids, paths, URLs) stay visible in the placeholder
-        new_text += "\nfacts kept: " + " | ".join(facts)
-    return new_text
+    # The facts (key = value, ids, paths, URLs) stay visible in the placeholder.
+    return with_facts(new_text, text)
 
 
 def _clear_one(

@@ -16,7 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from langchain_compact._facts import result_gist
+from langchain_compact._facts import placeholder_facts, result_gist
 from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact._render import (
     context_of,
@@ -231,6 +231,10 @@ def _observation_lines(text: str) -> list[str]:
     return [lines[0], "...", *lines[-2:]]
 
 
+#: Relative keep-priority of the five sections when a summary must drop entries.
+_SECTION_WEIGHTS = [0.5, 0.4, 1.0, 1.0, 1.0]
+
+
 class ExtractiveSummarizer:
     """Deterministic summary built from the messages themselves; no LLM.
 
@@ -296,9 +300,9 @@ class ExtractiveSummarizer:
                     actions.append(f"called {_clip(rendered, 400)}")
             elif isinstance(msg, ToolMessage):
                 answered.add(msg.tool_call_id)
-                if kind_of(msg) == KIND_CLEARED:  # a placeholder: keep its key lines and id
+                if kind_of(msg) == KIND_CLEARED:  # a placeholder: keep its fact lines and id
                     cleared.append(msg.tool_call_id)
-                    keys = key_lines(text.partition("\nkey lines: ")[2].replace(" | ", "\n"))
+                    keys = placeholder_facts(text)
                     if keys:
                         facts.append(
                             f"{msg.name or 'tool'} [{msg.tool_call_id}]: " + " | ".join(keys)
@@ -332,7 +336,8 @@ class ExtractiveSummarizer:
             ("5. Other context", carried or ["none recorded"]),
         ]
         sections = [(title, list(dict.fromkeys(items))) for title, items in sections]
-        return fit_sections(sections, max_tokens)
+        # Facts and the goal are dropped last: the calls and status are recoverable from them.
+        return fit_sections(sections, max_tokens, weights=_SECTION_WEIGHTS)
 
     async def asummarize(
         self, messages: Sequence[BaseMessage], *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
@@ -394,8 +399,6 @@ def fidelity_supplement(
         ):
             secondary.append("\n".join(dict.fromkeys([*key_lines(text), *result_gist(text)])))
         else:
-            if kind_of(msg) == KIND_SUMMARY:  # its own supplement is checked via its items
-                text = text.partition("## Supplement")[0]
             primary.append(text)
         if isinstance(msg, AIMessage):
             primary.extend(render_call(c["name"], c["args"]) for c in msg.tool_calls)

@@ -165,7 +165,8 @@ def test_removed_ids_and_deterministic_summary_id() -> None:
 
 
 def test_redactor_is_applied_to_what_is_summarised_and_archived() -> None:
-    history = sample_history(body="deploy with password=hunter2 and token 9f8e7d6c5b4a")
+    # A key = value line with data: the kind of line a summary keeps of a tool result.
+    history = sample_history(body="deploy v2 with password=hunter2 and token 9f8e7d6c5b4a")
     archive = MemoryArchive()
 
     def redact(text: str) -> str:

@@ -16,7 +16,7 @@ import pytest
 from _data import all_trajectories, load_trajectory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_compact._facts import fact_lines
+from langchain_compact._facts import with_facts
 from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import validate_history
@@ -52,10 +52,7 @@ def shrinks(message: BaseMessage) -> bool:
         tokens=COUNTER.count_text(text),
         tool_call_id=message.tool_call_id,
     )
-    facts = fact_lines(text)
-    if facts:
-        placeholder += "\nfacts kept: " + " | ".join(facts)
-    return COUNTER.count_text(placeholder) < COUNTER.count_text(text)
+    return COUNTER.count_text(with_facts(placeholder, text)) < COUNTER.count_text(text)
 
 
 def expected_cleared(
