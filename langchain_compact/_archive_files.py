@@ -115,8 +115,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     _fsync_folder(path.parent)
 
 
-def find_record(folder: Path, short: str) -> str | None:
-    """The oldest readable record in ``folder`` whose ref ends in ``short``, if any.
+def find_record(folder: Path, short: str, thread_id: str) -> str | None:
+    """The oldest readable record of ``thread_id`` in ``folder`` whose ref ends in ``short``.
 
     A file of that name that cannot be read is skipped with an :class:`ArchiveWarning` (a new
     record is then written, so nothing is lost); a symbolic link is refused.
@@ -134,7 +134,7 @@ def find_record(folder: Path, short: str) -> str | None:
         except CorruptRecordError as exc:
             warnings.warn(f"{exc} It is ignored.", ArchiveWarning, stacklevel=2)
             continue
-        if header.get("ref") == ref:
+        if header.get("ref") == ref and header.get("thread_id") == thread_id:
             return ref
     return None
 
@@ -149,8 +149,8 @@ def _claimed_ref(claim: Path, short: str) -> str | None:
     return ref if isinstance(ref, str) and is_ref(ref) and ref.endswith(short) else None
 
 
-def publish_once(folder: Path, ref: str, data: bytes) -> str:
-    """Publish record ``ref`` in ``folder`` unless one with the same content hash exists.
+def publish_once(folder: Path, ref: str, data: bytes, thread_id: str) -> str:
+    """Publish record ``ref`` in ``folder`` unless ``thread_id`` has one with its content hash.
 
     Safe for concurrent writers, threads or processes: each writes a complete temp file and
     hard-links it to ``.claim-<hash>`` (``os.link`` fails if the name exists, so exactly one
@@ -170,7 +170,7 @@ def publish_once(folder: Path, ref: str, data: bytes) -> str:
             try:
                 os.link(tmp, claim)
             except FileExistsError:
-                found = find_record(folder, short)
+                found = find_record(folder, short, thread_id)
                 owner = found or _claimed_ref(claim, short)
                 if owner is None:  # released meanwhile, or junk: clear it and try again
                     with suppress(FileNotFoundError):
@@ -187,7 +187,7 @@ def publish_once(folder: Path, ref: str, data: bytes) -> str:
             except OSError:  # no hard links here (some network or FAT filesystems)
                 break
             try:  # this writer holds the claim
-                found = find_record(folder, short)
+                found = find_record(folder, short, thread_id)
                 if found is None:
                     os.replace(tmp, folder / f"{ref}.jsonl")
                     _fsync_folder(folder)

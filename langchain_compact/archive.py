@@ -187,14 +187,14 @@ class JsonlArchive(_u.ArchiveBase):
         batch = _u.serialise(messages)
         folder = self._folder(thread_id, create=True)
         try:
-            existing = _f.find_record(folder, batch.digest[:16])
+            existing = _f.find_record(folder, batch.digest[:16], thread_id)
             if existing is not None:
                 return existing
             ref = _u.make_ref(_u.new_timestamp()[0], batch.digest)
             header = _u.header(ref, thread_id, reason, metadata, len(batch.lines))
             text = "\n".join([_u.dumps(header), *batch.lines]) + "\n"
             # Concurrent writers of the same messages agree on one record (see publish_once).
-            return _f.publish_once(folder, ref, _u.encode(text))
+            return _f.publish_once(folder, ref, _u.encode(text), thread_id)
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc
 

@@ -136,6 +136,13 @@ def test_a_corrupt_file_with_the_same_content_hash_does_not_swallow_a_write(
     with pytest.warns(ArchiveWarning):
         ref = archive.write(messages, thread_id="t", reason="r")
     assert archive.read(ref, thread_id="t") == messages
+    # Nor does a copy of another thread's record with the same content.
+    other = archive.write(messages, thread_id="u", reason="r")
+    copy = folder_of(archive, "v") / f"{other}.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes((folder_of(archive, "u") / f"{other}.jsonl").read_bytes())
+    ref = archive.write(messages, thread_id="v", reason="r")
+    assert ref != other and archive.read(ref, thread_id="v") == messages
 
 
 # --- concurrent identical writes ------------------------------------------------------------
