@@ -245,13 +245,15 @@ class JsonlArchive(_u.ArchiveBase):
         folder = str(self._folder(thread_id))
         for ref in reversed(self.refs(thread_id=thread_id)):
             try:
-                yield self._read(folder, ref, thread_id)
+                record = self._read(folder, ref, thread_id)
             except CorruptRecordError as exc:  # one bad file must not hide every other record
                 warnings.warn(
                     f"{exc} Skipped; move it out of {folder} to silence this warning.",
                     ArchiveWarning,
                     stacklevel=3,
                 )
+                continue
+            yield record
 
 
 class StoreArchive(_u.ArchiveBase):
