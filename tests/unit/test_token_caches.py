@@ -9,10 +9,12 @@ and that a re-count is still served from the cache (O(new messages) per turn).
 from __future__ import annotations
 
 import gc
+import json
 import re
 import sys
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,3 +132,14 @@ def test_text_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # Counts stay exact after evictions.
     fresh = TiktokenCounter()
     assert [counter.count_text(t) for t in texts] == [fresh.count_text(t) for t in texts]
+
+
+def test_memory_bench_runs_and_reports_rss(tmp_path: Path) -> None:
+    """Smoke test of ``python -m bench.memory`` (numbers are quoted from real runs, not here)."""
+    from bench import memory
+
+    out = tmp_path / "memory.json"
+    memory.main(["--turns", "12", "--result-kb", "50", "--every", "5", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["turns"] == 12 and [s["turn"] for s in result["samples"]] == [1, 5, 10, 12]
+    assert result["rss_end_mb"] > 0 and result["token_cache_entries"]["messages"] > 0
