@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.store.memory import InMemoryStore
 
 from bench.workloads import TRAJECTORY_DIR
-from langchain_compact import _archive_util
+from langchain_compact import _archive_files, _archive_util
 from langchain_compact.archive import (
     JsonlArchive,
     StoreArchive,
@@ -166,7 +166,7 @@ def run() -> dict[str, float]:
             jsonl,
             messages,
             lambda ref: (folder / f"{ref}.jsonl").stat().st_size,
-            _archive_util.read_jsonl.cache_clear,
+            _archive_files.read_jsonl.cache_clear,
         )
     store = InMemoryStore()
     archive = StoreArchive(store)

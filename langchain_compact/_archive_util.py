@@ -1,26 +1,22 @@
 """Private helpers for :mod:`langchain_compact.archive`.
 
-Serialisation and content hashing, safe folder names for thread ids, refs, atomic files,
-and the search engine both archives share. Search works on the ``messages_to_dict`` form,
-so only the hits are turned back into message objects.
+Serialisation and content hashing, safe folder names for thread ids, refs, a bounded cache,
+and the search engine both archives share (JSONL files are in ``_archive_files``). Search
+works on the ``messages_to_dict`` form, so only the hits are turned back into messages.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import json
-import os
 import re
-import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
@@ -40,6 +36,14 @@ _ERRORS = "surrogatepass"  # lone surrogates in model output must not make a wri
 
 class ArchiveError(CompactionError):
     """The transcript archive cannot be written or read, or a ref/argument is invalid."""
+
+
+class CorruptRecordError(ArchiveError):
+    """An archive file is empty, not JSON, truncated or not of this thread."""
+
+
+class ArchiveWarning(UserWarning):
+    """An unreadable archive record was skipped while searching (the others are used)."""
 
 
 # --- serialisation ---------------------------------------------------------------------
@@ -147,46 +151,6 @@ def is_ref(name: str) -> bool:
     return _REF_RE.match(name) is not None
 
 
-# --- files -----------------------------------------------------------------------------
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically with mode 0600.
-
-    A hidden temp file in the same folder is written, fsynced and then ``os.replace``d onto
-    ``path``; on any failure the temp file is removed and ``path`` never exists half-written.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with suppress(OSError):  # persist the rename; not supported everywhere (e.g. Windows)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
-@functools.lru_cache(maxsize=512)
-def read_jsonl(path: str, size: int, mtime_ns: int) -> tuple[dict[str, Any], Record]:
-    """Parse an archive file into ``(header, record)``; cached by path, size and mtime."""
-    del size, mtime_ns  # part of the cache key only: a replaced file is read again
-    with open(path, "rb") as handle:
-        # split on "\n" only: JSON keeps U+2028, U+0085 etc. raw, and splitlines() breaks on them
-        lines = [line for line in decode(handle.read()).split("\n") if line]
-    header = json.loads(lines[0])
-    return header, Record(str(header.get("ref")), [json.loads(line) for line in lines[1:]])
-
-
 # --- search ----------------------------------------------------------------------------
 
 
@@ -232,26 +196,72 @@ class Record:
         return text
 
 
-class RecordCache:
-    """Records by (namespace, ref), bounded; valid forever since a ref names its content."""
+class BoundedCache:
+    """A thread-safe LRU cache bounded by entries and by an estimate of the bytes it holds."""
 
-    def __init__(self, maxsize: int = 1024) -> None:
-        self._records: dict[tuple[tuple[str, ...], str], Record] = {}
-        self._maxsize = maxsize
+    def __init__(self, *, max_entries: int, max_bytes: int) -> None:
+        self._items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self.max_entries, self.max_bytes = max_entries, max_bytes
         self._lock = threading.Lock()
+
+    def get(self, key: Any) -> Any | None:
+        """The cached value for ``key`` (now the most recently used), or ``None``."""
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: Any, value: Any, size: int) -> None:
+        """Cache ``value`` (about ``size`` bytes), evicting the least recently used."""
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            while self._items and (
+                len(self._items) >= self.max_entries or self._bytes + size > self.max_bytes
+            ):
+                self._bytes -= self._items.popitem(last=False)[1][1]
+            self._items[key] = (value, size)
+            self._bytes += size
+
+    def cache_clear(self) -> None:
+        """Forget everything."""
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+
+def _record_bytes(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Rough size of a record in memory: its contents twice (originals and search text)."""
+    size = 0
+    for message in messages:
+        content = (message.get("data") or {}).get("content")
+        size += 200 + 2 * len(content if isinstance(content, str) else str(content))
+    return size
+
+
+class RecordCache:
+    """Records by (namespace, ref), bounded by entries and bytes; valid forever since a ref
+    names its content."""
+
+    def __init__(self, maxsize: int = 1024, max_bytes: int = 64 << 20) -> None:
+        self._cache = BoundedCache(max_entries=maxsize, max_bytes=max_bytes)
 
     def get(
         self, namespace: tuple[str, ...], ref: str, messages: Sequence[Mapping[str, Any]]
     ) -> Record:
         """The cached record for ``ref``, built from ``messages`` the first time."""
         key = (namespace, ref)
-        with self._lock:
-            record = self._records.get(key)
-            if record is None:
-                if len(self._records) >= self._maxsize:
-                    self._records.clear()
-                record = self._records[key] = Record(ref, messages)
-            return record
+        record = self._cache.get(key)
+        if record is None:
+            record = Record(ref, messages)
+            self._cache.put(key, record, _record_bytes(messages))
+        return record
 
 
 def _is_placeholder(data: Mapping[str, Any]) -> bool:
@@ -270,7 +280,9 @@ def search_records(
 ) -> list[tuple[str, int, Mapping[str, Any]]]:
     """Find messages in ``records`` (newest record first); criteria combine with AND.
 
-    Keyword hits rank by how often the words occur, then newest first. Placeholders left by
+    Keyword hits rank first by whole-word matches (``step1`` matches the word ``step1`` but
+    only part of ``step11``), then by how often the words occur at all, then newest first.
+    Placeholders left by
     micro-compaction are skipped (they are not originals), and a matching message archived
     more than once (same type and id) is returned once, from its newest record.
 
@@ -286,8 +298,9 @@ def search_records(
     words = query.lower().split() if query is not None else []
     if query is not None and not words:
         raise ArchiveError("query is empty; pass one or more keywords.")
+    whole = [re.compile(rf"(?<!\w){re.escape(word)}(?!\w)") for word in words]
     seen: set[tuple[str, str]] = set()
-    hits: list[tuple[int, int, str, int, Mapping[str, Any]]] = []
+    hits: list[tuple[tuple[int, int, int], int, str, int, Mapping[str, Any]]] = []
     order = 0
     for record in records:
         for index in range(len(record.messages) - 1, -1, -1):
@@ -300,18 +313,23 @@ def search_records(
                 continue
             if _is_placeholder(data):
                 continue
-            score = 0
+            score = (0, 0, 0)
             if words:
                 text = record.text(index)
                 if not all(word in text for word in words):
                     continue
-                score = sum(text.count(word) for word in words)
+                exact = [len(pattern.findall(text)) for pattern in whole]
+                score = (
+                    -sum(1 for n in exact if n),  # query words present as whole words
+                    -sum(exact),
+                    -sum(text.count(word) for word in words),
+                )
             if isinstance(data.get("id"), str):
                 key = (str(message.get("type")), data["id"])
                 if key in seen:
                     continue
                 seen.add(key)
-            hits.append((-score, order, record.ref, index, message))
+            hits.append((score, order, record.ref, index, message))
         if not words and len(hits) >= offset + limit:
             break  # no ranking by hits: the first found are the newest
     hits.sort(key=lambda hit: (hit[0], hit[1]))
@@ -438,9 +456,10 @@ class ArchiveBase:
         """Find archived messages of ``thread_id``; the criteria given combine with AND.
 
         ``query`` keywords must all appear (case-insensitive, in content, tool name or tool
-        arguments); hits rank by occurrences, then newest first. ``tool_call_id`` finds the
-        tool result of that call; ``message_id`` the message with that id. Placeholders left
-        by micro-compaction are skipped, and a message archived twice is returned once.
+        arguments); whole-word hits rank first, then by occurrences, then newest first.
+        ``tool_call_id`` finds the tool result of that call; ``message_id`` the message with
+        that id. Placeholders left by micro-compaction are skipped, and a message archived
+        twice is returned once.
 
         Example:
             >>> from langchain_core.messages import ToolMessage

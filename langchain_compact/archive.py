@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -20,15 +21,22 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.store.base import BaseStore, Item
 
+from langchain_compact import _archive_files as _f
 from langchain_compact import _archive_util as _u
 from langchain_compact import _recall
-from langchain_compact._archive_util import ArchivedMessage, ArchiveError
+from langchain_compact._archive_util import (
+    ArchivedMessage,
+    ArchiveError,
+    ArchiveWarning,
+    CorruptRecordError,
+)
 from langchain_compact.errors import ConfigError
 
 __all__ = [
     "DEFAULT_ARCHIVE_DIR",
     "DEFAULT_STORE_NAMESPACE",
     "ArchiveError",
+    "ArchiveWarning",
     "ArchivedMessage",
     "JsonlArchive",
     "StoreArchive",
@@ -43,7 +51,7 @@ DEFAULT_RECALL_TOOL_NAME = "recall_archived"
 _STORE_PAGE = 100
 
 # Defined next to the code that uses them; public (documented, pickled) as archive.<name>.
-ArchiveError.__module__ = ArchivedMessage.__module__ = __name__
+ArchiveError.__module__ = ArchivedMessage.__module__ = ArchiveWarning.__module__ = __name__
 
 
 @runtime_checkable
@@ -109,7 +117,11 @@ class JsonlArchive(_u.ArchiveBase):
     ``metadata``, ``count``), then one ``messages_to_dict`` message per line. Files are written
     atomically with mode 0600, folders get mode 0700. The thread folder is a slug of the
     thread id plus a hash of it, so no thread id leaves ``directory`` or shares another
-    thread's folder. Async methods run the same sync code in a worker thread.
+    thread's folder; a thread folder or record file that is a symbolic link is refused
+    (:class:`ArchiveError`), never followed. Identical writes from concurrent threads or
+    processes leave one record. A record file that cannot be read (empty, not JSON,
+    truncated) is skipped by searches with an :class:`ArchiveWarning`. Async methods run the
+    same sync code in a worker thread.
 
     Example:
         >>> import tempfile
@@ -136,17 +148,16 @@ class JsonlArchive(_u.ArchiveBase):
         )
 
     def _folder(self, thread_id: str, *, create: bool = False) -> Path:
+        """The thread's folder (a real folder, never a symbolic link; made 0700 on write)."""
         path = self.directory / _u.thread_key(thread_id)
-        if create:
-            try:
-                if not self.directory.exists():
-                    # exist_ok: concurrent writers may race to create the folder.
-                    self.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
-                    os.chmod(self.directory, 0o700)
-                path.mkdir(mode=0o700, exist_ok=True)
-                os.chmod(path, 0o700)
-            except OSError as exc:
-                raise ArchiveError(self._fix(exc)) from exc
+        try:
+            if create and not self.directory.exists():
+                # exist_ok: concurrent writers may race to create the folder.
+                self.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
+                _f.secure_folder(self.directory, create=True)
+            _f.secure_folder(path, create=create)
+        except OSError as exc:
+            raise ArchiveError(self._fix(exc)) from exc
         return path
 
     def write(
@@ -175,16 +186,17 @@ class JsonlArchive(_u.ArchiveBase):
         """
         batch = _u.serialise(messages)
         folder = self._folder(thread_id, create=True)
-        for existing in sorted(folder.glob(f"transcript_*_{batch.digest[:16]}.jsonl")):
-            return existing.stem
-        ref = _u.make_ref(_u.new_timestamp()[0], batch.digest)
-        header = _u.header(ref, thread_id, reason, metadata, len(batch.lines))
-        text = "\n".join([_u.dumps(header), *batch.lines]) + "\n"
         try:
-            _u.atomic_write(folder / f"{ref}.jsonl", _u.encode(text))
+            existing = _f.find_record(folder, batch.digest[:16], thread_id)
+            if existing is not None:
+                return existing
+            ref = _u.make_ref(_u.new_timestamp()[0], batch.digest)
+            header = _u.header(ref, thread_id, reason, metadata, len(batch.lines))
+            text = "\n".join([_u.dumps(header), *batch.lines]) + "\n"
+            # Concurrent writers of the same messages agree on one record (see publish_once).
+            return _f.publish_once(folder, ref, _u.encode(text), thread_id)
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc
-        return ref
 
     async def awrite(
         self,
@@ -206,14 +218,17 @@ class JsonlArchive(_u.ArchiveBase):
     def _read(self, folder: str, ref: str, thread_id: str) -> _u.Record:
         path = os.path.join(folder, f"{ref}.jsonl")
         try:
-            stat = os.stat(path)
-            header, record = _u.read_jsonl(path, stat.st_size, stat.st_mtime_ns)
+            info = os.lstat(path)
+            header, record = _f.read_jsonl(path, info.st_size, info.st_mtime_ns)
         except FileNotFoundError:
             raise ArchiveError(f"No archive record {ref!r} for thread {thread_id!r}.") from None
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc
         if header.get("thread_id") != thread_id or header.get("ref") != ref:
-            raise ArchiveError(f"{path} does not belong to thread {thread_id!r}.")
+            raise CorruptRecordError(
+                f"The archive file {path} does not belong to thread {thread_id!r} (its header "
+                f"names thread {header.get('thread_id')!r}, ref {header.get('ref')!r})."
+            )
         return record
 
     def refs(self, *, thread_id: str) -> list[str]:
@@ -229,7 +244,16 @@ class JsonlArchive(_u.ArchiveBase):
     def _load(self, thread_id: str) -> Iterable[_u.Record]:
         folder = str(self._folder(thread_id))
         for ref in reversed(self.refs(thread_id=thread_id)):
-            yield self._read(folder, ref, thread_id)
+            try:
+                record = self._read(folder, ref, thread_id)
+            except CorruptRecordError as exc:  # one bad file must not hide every other record
+                warnings.warn(
+                    f"{exc} Skipped; move it out of {folder} to silence this warning.",
+                    ArchiveWarning,
+                    stacklevel=3,
+                )
+                continue
+            yield record
 
 
 class StoreArchive(_u.ArchiveBase):
@@ -371,9 +395,12 @@ def make_recall_tool(
     """Build the tool an agent calls to get archived originals back.
 
     The model passes ``query`` (keywords) or ``tool_call_id``, and ``page``. The thread id is
-    read from the tool's injected ``RunnableConfig`` (``config["configurable"]["thread_id"]``,
-    ``"default"`` when absent), never from the model, so a thread only sees its own archive.
-    Each page is at most ``max_chars`` characters and says how to get the next one.
+    read from the tool's injected ``RunnableConfig`` (``config["configurable"]["thread_id"]``),
+    never from the model, so a thread only sees its own archive. Inside a LangGraph run
+    without a thread id it reads ``"default"``, where the graph's compaction nodes archive
+    then; called outside a graph without a thread id it raises :class:`ConfigError` rather
+    than guess. Each page is at most ``max_chars`` characters and says how to get the next
+    one.
 
     Args:
         archive: Where compaction archived the messages.
@@ -392,8 +419,17 @@ def make_recall_tool(
         raise ConfigError(f"name must match {_recall.TOOL_NAME_RE.pattern}, got {name!r}.")
     recall = _recall.RecallRenderer(name=name, max_chars=max_chars)
 
-    def _thread(config: RunnableConfig) -> str:  # same rule as the graph nodes' archive writes
-        return str((config.get("configurable") or {}).get("thread_id") or "default")
+    def _thread(config: RunnableConfig) -> str:
+        configurable = config.get("configurable") or {}
+        if thread_id := configurable.get("thread_id"):
+            return str(thread_id)
+        if any(key.startswith("__pregel_") for key in configurable):
+            return "default"  # in a graph run without a thread: where its nodes archived
+        raise ConfigError(
+            f"{name} needs the conversation's thread id to know which archive to read; "
+            f'call it with config={{"configurable": {{"thread_id": "<thread>"}}}} (the id '
+            "compaction archived under; a graph run passes its own config to its tools)."
+        )
 
     def run(
         query: str | None = None,

@@ -22,7 +22,6 @@ import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +69,34 @@ class TokenizerUnavailableWarning(RuntimeWarning):
     """tiktoken's files could not be loaded; counts fall back to :func:`approximate_tokens`."""
 
 
-@lru_cache(maxsize=65_536)
+def _text_key(text: str) -> tuple[int, int]:
+    """Cache key of a text: its length and its Python hash, never the text itself.
+
+    A str caches its hash, so a text seen before costs one lookup (a new one, one pass), and
+    no cache keeps a counted text alive: a 1 MB tool result is freed with its message. Two
+    texts share a key only if their lengths and 64-bit keyed hashes (SipHash, random per
+    process) both agree.
+    """
+    return len(text), hash(text)
+
+
+_APPROX_TEXT_CACHE: dict[tuple[int, int], int] = {}
+_APPROX_TEXT_LIMIT = 65_536
+
+
 def _approx_text(text: str) -> int:
-    # Cached by text: Python caches a str's hash, so a text seen before costs one lookup.
     if not text:
         return 0
+    key = _text_key(text)
+    cached = _APPROX_TEXT_CACHE.get(key)
+    if cached is not None:
+        return cached
     n_cjk = len(_CJK_RE.findall(text))
-    return round(n_cjk * _CJK_TOKENS_PER_CHAR + (len(text) - n_cjk) / _OTHER_CHARS_PER_TOKEN)
+    n = round(n_cjk * _CJK_TOKENS_PER_CHAR + (len(text) - n_cjk) / _OTHER_CHARS_PER_TOKEN)
+    if len(_APPROX_TEXT_CACHE) >= _APPROX_TEXT_LIMIT:
+        _APPROX_TEXT_CACHE.clear()
+    _APPROX_TEXT_CACHE[key] = n
+    return n
 
 
 def _check_message(message: object, index: int) -> BaseMessage:
@@ -179,7 +199,8 @@ def _cached_count(
     """Tokens of one message, cached per message.
 
     A message seen before (same type, id, content, tool-call ids and name) costs one dict
-    lookup: str hashes are cached, so a growing history costs O(new messages) per turn.
+    lookup: str hashes are cached, so a growing history costs O(new messages) per turn. The
+    key holds the content's :func:`_text_key`, not the content, so counted messages are freed.
     """
     key = None
     if message.id is not None and isinstance(message.content, str):
@@ -188,7 +209,13 @@ def _cached_count(
             if isinstance(message, AIMessage)
             else ()
         )
-        key = (message.type, message.id, message.content, calls, getattr(message, "name", None))
+        key = (
+            message.type,
+            message.id,
+            *_text_key(message.content),
+            calls,
+            getattr(message, "name", None),
+        )
         cached = cache.get(key)
         if cached is not None:
             return cached
@@ -223,7 +250,8 @@ def _warn_fallback(reason: str) -> None:
 class TiktokenCounter:
     """Exact tiktoken counts for chat messages, with OpenAI's per-message overhead.
 
-    Each distinct text is encoded once and cached (keyed by the text), so counting a
+    Each distinct text is encoded once and cached (keyed by its length and hash, so the
+    cache keeps no text alive), so counting a
     history that grew by one message encodes one message. If the encoding cannot be loaded
     (offline, no cached files) it falls back to :func:`approximate_tokens` with a single
     :class:`TokenizerUnavailableWarning`; it never raises into the agent.
@@ -252,7 +280,7 @@ class TiktokenCounter:
         self.model = model
         self.encoding_name = encoding
         self.max_cache_entries = max_cache_entries
-        self._cache: dict[str, int] = {}
+        self._cache: dict[tuple[int, int], int] = {}
         self._message_cache: dict[tuple[Any, ...], int] = {}
         self._encoder: Any = None
         self._fallback = False
@@ -302,7 +330,8 @@ class TiktokenCounter:
         """Tokens in one text (cached)."""
         if not text:
             return 0
-        cached = self._cache.get(text)
+        key = _text_key(text)
+        cached = self._cache.get(key)
         if cached is not None:
             return cached
         encoder = self._load()
@@ -313,7 +342,7 @@ class TiktokenCounter:
         )
         if len(self._cache) >= self.max_cache_entries:
             self._cache.clear()
-        self._cache[text] = n
+        self._cache[key] = n
         return n
 
     def count_tools(self, tools: Sequence[Any]) -> int:

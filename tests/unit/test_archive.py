@@ -661,7 +661,9 @@ async def test_recall_tool_uses_the_thread_from_config(archive: TranscriptArchiv
     assert "secret plan B" not in tool.invoke(
         {"query": "plan"}, {"configurable": {"thread_id": "A"}}
     )
-    assert "plan default" in tool.invoke({"tool_call_id": "c1"})
+    assert "plan default" in tool.invoke(
+        {"tool_call_id": "c1"}, {"configurable": {"thread_id": "default"}}
+    )
     assert "No archived message" in tool.invoke(
         {"tool_call_id": "c1"}, {"configurable": {"thread_id": "C"}}
     )

@@ -1,0 +1,145 @@
+"""The token caches keep counts, never the counted texts.
+
+Counting 300 one-megabyte tool results used to leave hundreds of MB resident, because the
+text caches and the per-message cache were keyed by the texts themselves. These tests check
+retention structurally (reference counts, traced allocations after the texts are dropped),
+and that a re-count is still served from the cache (O(new messages) per turn).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import sys
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from langchain_compact import tokens as tokens_module
+from langchain_compact.microcompact import clear_tool_results
+from langchain_compact.tokens import TiktokenCounter, approximate_tokens, context_tokens
+
+MB = 1 << 20
+
+
+def _big(tag: str, size: int = MB) -> str:
+    """A distinct text of ``size`` characters (never interned, never seen before)."""
+    head = f"result {tag} {id(object())}: "
+    return head + "x" * (size - len(head))
+
+
+def _tool_message(text: str, n: int) -> ToolMessage:
+    return ToolMessage(text, tool_call_id=f"call-{n}", name="read", id=f"tool-{n}")
+
+
+COUNTERS: dict[str, Callable[[list[BaseMessage]], int]] = {
+    "approximate_tokens": approximate_tokens,
+    "TiktokenCounter": TiktokenCounter(),
+    "context_tokens": lambda messages: context_tokens(messages),
+}
+
+
+@pytest.mark.parametrize("name", list(COUNTERS))
+def test_counting_a_message_keeps_no_reference_to_its_text(name: str) -> None:
+    counter = COUNTERS[name]
+    text = _big(name, 50_000)
+    message = _tool_message(text, 1)
+    before = sys.getrefcount(text)
+    assert counter([message]) > 1_000
+    assert counter([message]) > 1_000  # a cache hit must not add a reference either
+    assert sys.getrefcount(text) == before, "a token cache holds the message text"
+
+
+def test_counting_texts_keeps_no_reference_to_them() -> None:
+    counter = TiktokenCounter()
+    plain, block = _big("plain", 20_000), _big("block", 20_000)
+    # List content (no per-message cache) and a message without id go through the text caches.
+    messages: list[BaseMessage] = [
+        HumanMessage(plain),
+        AIMessage([{"type": "text", "text": block}], id="ai-1"),
+    ]
+    refs = [sys.getrefcount(plain), sys.getrefcount(block)]
+    approximate_tokens(messages)
+    counter(messages)
+    counter.count_text(plain)
+    clear_tool_results([*messages, _tool_message(plain, 2)], keep=0)  # the micro path
+    assert [sys.getrefcount(plain), sys.getrefcount(block)] == refs
+
+
+def test_large_results_counted_once_are_freed_when_dropped() -> None:
+    """The issue's scenario in small: 40 MB of results counted, dropped, nothing left."""
+    counter = TiktokenCounter()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        history: list[BaseMessage] = [HumanMessage("read the logs")]
+        for n in range(40):
+            history.append(_tool_message(_big(f"n{n}"), n))
+            approximate_tokens(history)  # every turn re-counts the growing history
+            context_tokens(history)
+        counter(history[:3])  # exact counts too (tiktoken is slow on MBs: three results)
+        assert tracemalloc.get_traced_memory()[0] - baseline > 40 * MB  # alive while in use
+        del history
+        gc.collect()
+        retained = tracemalloc.get_traced_memory()[0] - baseline
+    finally:
+        tracemalloc.stop()
+    assert retained < 4 * MB, f"{retained / MB:.1f} MB still held after dropping 40 MB"
+
+
+class _CountingRegex:
+    """Stands in for the CJK regex and records the length of every text it scans."""
+
+    def __init__(self, inner: re.Pattern[str]) -> None:
+        self.inner = inner
+        self.scanned: list[int] = []
+
+    def findall(self, text: str) -> list[Any]:
+        self.scanned.append(len(text))
+        return self.inner.findall(text)
+
+
+def test_recounting_a_history_scans_only_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    history: list[BaseMessage] = [HumanMessage("task", id="h0")]
+    for n in range(30):
+        history.append(_tool_message(_big(f"r{n}", 5_000), n))
+    first = approximate_tokens(history)
+    spy = _CountingRegex(tokens_module._CJK_RE)
+    monkeypatch.setattr(tokens_module, "_CJK_RE", spy)
+    assert approximate_tokens(history) == first
+    assert spy.scanned == [], "re-counting an unchanged history must be served from the cache"
+    new = _tool_message(_big("new", 7_000), 99)
+    assert approximate_tokens([*history, new]) == first + approximate_tokens([new]) - 3
+    assert 7_000 in spy.scanned
+    assert all(n < 5_000 or n == 7_000 for n in spy.scanned), "an old text was scanned again"
+
+
+def test_text_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens_module, "_APPROX_TEXT_LIMIT", 8)
+    counter = TiktokenCounter(max_cache_entries=8)
+    texts = [f"text number {n}" for n in range(50)]
+    for text in texts:
+        assert tokens_module._approx_text(text) > 0
+        counter.count_text(text)
+    assert len(tokens_module._APPROX_TEXT_CACHE) <= 8
+    assert len(counter._cache) <= 8
+    # Counts stay exact after evictions.
+    fresh = TiktokenCounter()
+    assert [counter.count_text(t) for t in texts] == [fresh.count_text(t) for t in texts]
+
+
+def test_memory_bench_runs_and_reports_rss(tmp_path: Path) -> None:
+    """Smoke test of ``python -m bench.memory`` (numbers are quoted from real runs, not here)."""
+    from bench import memory
+
+    out = tmp_path / "memory.json"
+    memory.main(["--turns", "12", "--result-kb", "50", "--every", "5", "--out", str(out)])
+    result = json.loads(out.read_text())
+    assert result["turns"] == 12 and [s["turn"] for s in result["samples"]] == [1, 5, 10, 12]
+    assert result["rss_end_mb"] > 0 and result["token_cache_entries"]["messages"] > 0
