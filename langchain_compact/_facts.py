@@ -24,6 +24,7 @@ _ID_RE = re.compile(
     r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://|(?:^|\s)(?:~|\.{1,2})?/[\w.\-]+/"
 )
 _NUM_RE = re.compile(r"\d")
+_BLOCK_REF_RE = re.compile(r"^\[(?:image|file|audio|video|document)\b")
 #: Lines that look like code or markup rather than facts.
 _NOISE_RE = re.compile(r"^\s*(?:#|//|import |from |def |class |return |if |for |while |\{|\}|<)")
 
@@ -100,6 +101,8 @@ def result_gist(text: str, *, limit: int = 3) -> list[str]:
     if not lines:
         return []
     chosen = dict.fromkeys([lines[-1][:_WIDTH]])
+    # References to images and files (their payloads never reach a summary) are kept whole.
+    chosen.update(dict.fromkeys(ln for ln in lines if _BLOCK_REF_RE.match(ln)))
     for line in fact_lines(text, limit=limit, best_only=True):
         if len(chosen) >= limit:
             break

@@ -211,6 +211,9 @@ def decide(
     window = config.context_window or fit
     fold_limit = config._tokens(config.fold_ratio)
     fold = fold_limit is not None and removed_since_boundary(messages) >= fold_limit
+    if fold and config.max_compactions is not None:
+        # Folding is routine upkeep: it never spends the last compaction the user allows.
+        fold = compaction_info(messages).count + 1 < config.max_compactions
     if tokens < trigger and not fold:
         return Decision("continue", tokens, trigger, "under the trigger")
     plan = _plan(messages, config)

@@ -305,20 +305,23 @@ def _broken_until(messages: Sequence[BaseMessage], start: int) -> int:
     clean = start
     calls: set[str] = set()  # ids of the current batch
     answered: set[str] = set()
+    since_clean: set[str] = set()  # every id answered from ``clean`` on (ids are not reused)
     i, n = start, len(messages)
     while i < n:
         msg = messages[i]
         if isinstance(msg, ToolMessage):
-            if msg.tool_call_id not in calls or msg.tool_call_id in answered:
+            tcid = msg.tool_call_id
+            if tcid not in calls or tcid in answered or tcid in since_clean:
                 while i < n and isinstance(messages[i], ToolMessage):  # orphan: skip its run
                     i += 1
-                clean, calls, answered = i, set(), set()
+                clean, calls, answered, since_clean = i, set(), set(), set()
                 continue
-            answered.add(msg.tool_call_id)
+            answered.add(tcid)
+            since_clean.add(tcid)
             i += 1
             continue
         if calls - answered:  # the previous batch was never fully answered
-            clean = i
+            clean, since_clean = i, set()
         calls, answered = set(), set()
         if isinstance(msg, AIMessage) and msg.tool_calls:
             ids = [c.get("id") for c in msg.tool_calls]
@@ -326,7 +329,7 @@ def _broken_until(messages: Sequence[BaseMessage], start: int) -> int:
                 i += 1
                 while i < n and isinstance(messages[i], ToolMessage):
                     i += 1
-                clean = i
+                clean, since_clean = i, set()
                 continue
             calls = {str(c) for c in ids}
         i += 1

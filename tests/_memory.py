@@ -19,9 +19,9 @@ from langchain_compact.memory import (
     continue_from_memory,
 )
 
-#: 30 steps of 1000-character logs in a 3000-token window: one compaction is not enough.
+#: 30 steps of 1000-character logs in a 4000-token window: one compaction is not enough.
 TASK = DependentTask(steps=30, payload_chars=1000)
-WINDOW = 3000
+WINDOW = 4000
 
 
 def first_step(messages: list[BaseMessage]) -> tuple[int, int]:

@@ -248,7 +248,7 @@ def numbered(n_lines: int) -> str:
     return "".join(f"line {i:05d}: value={i * 7}\n" for i in range(n_lines))
 
 
-@pytest.mark.parametrize("keep_chars", [0, 1, 2_000, 2_001])
+@pytest.mark.parametrize("keep_chars", [0, 1, 400, 2_000, 2_001])
 def test_truncate_keeps_head_and_tail(keep_chars: int) -> None:
     text = numbered(400)  # 9,600 characters, every position distinct
     call = AIMessage("", id="a", tool_calls=[{"name": "log", "args": {}, "id": "call-42"}])
@@ -256,11 +256,14 @@ def test_truncate_keeps_head_and_tail(keep_chars: int) -> None:
     out = truncate_large_tool_results(msgs, max_chars=5_000, keep_chars=keep_chars, counter=COUNTER)
     new = out[1]
     assert tool_fields(new) == tool_fields(msgs[1]) and out[0] == call
-    head_n, tail_n = keep_chars // 2, keep_chars - keep_chars // 2
-    assert new.content.startswith(text[:head_n])
-    assert new.content.endswith(text[len(text) - tail_n :])
-    assert "call-42" in new.content and "log" in new.content
-    assert str(len(text) - keep_chars) in new.content  # characters omitted
+    # The notice comes first; the digest (head, key lines, tail) fits ``keep_chars``, and the
+    # last line, where commands report their outcome, stays the last line.
+    notice, _, body = new.content.partition("]\n")
+    assert "call-42" in notice and "log" in notice and str(len(text)) in notice
+    assert len(body) <= keep_chars
+    if keep_chars >= 400:
+        lines = text.splitlines()
+        assert lines[0] in body and body.rstrip().endswith(lines[-1])
     assert len(new.content) < keep_chars + 300
     meta = get_meta(new)
     assert meta["kind"] == KIND_TRUNCATED and meta["original_chars"] == len(text)
@@ -268,7 +271,8 @@ def test_truncate_keeps_head_and_tail(keep_chars: int) -> None:
     assert truncate_large_tool_results(out, max_chars=5_000, keep_chars=keep_chars) == out
     # A truncated result can still be cleared later (micro_keep keeps working); the
     # placeholder and metadata report the original size, not the cut one.
-    cleared = clear_tool_results(out, keep=0, min_chars=0)[1]
+    read = [*out, AIMessage("read it", id="r")]  # the model has read the cut result
+    cleared = clear_tool_results(read, keep=0, min_chars=0)[1]
     if len(new.content) > 400:  # the placeholder only replaces what it shrinks
         assert kind_of(cleared) == KIND_CLEARED
         assert get_meta(cleared)["original_chars"] == len(text)

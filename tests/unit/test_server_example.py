@@ -40,12 +40,12 @@ async def test_example_graphs_archive_and_remember_in_the_injected_store(
                                "demo_steps": 30}}  # fmt: skip
     out = await graph.ainvoke({"messages": [("user", task.prompt())]}, config)
     assert task.check(out["messages"][-1].text).ok
-    assert out["compaction_count"] == 2
+    assert out["compaction_count"] >= 2
     archived = store.search(("langchain_compact", "archive"), limit=100)
     assert archived and {item.value["thread_id"] for item in archived} == {"t"}
     memory = CompactionMemory(store, namespace=("memory", "{user_id}"))
     record = await memory.aget(config=config)
-    assert record is not None and record.compaction_count == 2
+    assert record is not None and record.compaction_count == out["compaction_count"]
 
 
 def test_example_settings_from_the_environment(
