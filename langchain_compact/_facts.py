@@ -34,6 +34,14 @@ _WIDTH = 160
 _SCAN_LINES = 4_000  # bound the scan of very long texts (head and tail are scanned)
 
 
+def _clip(line: str) -> str:
+    """``line`` within the width, cut between words (a number cut short is a wrong fact)."""
+    if len(line) <= _WIDTH:
+        return line
+    cut = line.rfind(" ", 0, _WIDTH - 4)
+    return (line[:cut] if cut > 0 else "") + " ..."
+
+
 def _score(line: str) -> int | None:
     """0: ``key = value`` with a number or an id; 1: ``key: value`` with one, or a line with
     an id or URL; 2: other key/value lines; ``None``: not a fact line."""
@@ -78,7 +86,7 @@ def fact_lines(
         if score is None or (best_only and score > 0):
             continue
         seen.add(line)
-        scored.append((score, pos, line[:_WIDTH]))
+        scored.append((score, pos, _clip(line)))
     chosen: list[tuple[int, str]] = []
     used = 0
     for _score_value, pos, line in sorted(scored):
@@ -100,7 +108,7 @@ def result_gist(text: str, *, limit: int = 3) -> list[str]:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if not lines:
         return []
-    chosen = dict.fromkeys([lines[-1][:_WIDTH]])
+    chosen = dict.fromkeys([_clip(lines[-1])])
     # References to images and files (their payloads never reach a summary) are kept whole.
     chosen.update(dict.fromkeys(ln for ln in lines if _BLOCK_REF_RE.match(ln)))
     for line in fact_lines(text, limit=limit, best_only=True):

@@ -215,8 +215,18 @@ def context_of(item: str, text: str, *, width: int = 60) -> str:
     start = text.rfind("\n", 0, pos) + 1
     end = text.find("\n", pos)
     end = len(text) if end < 0 else end
+    line_start, line_end = start, end
     start = max(start, pos - width)
     end = min(end, pos + len(item) + width)
+    # Clip between words, never inside one: a number cut short reads as another number.
+    while start > line_start and not text[start - 1].isspace():
+        start += 1
+        if start >= pos:
+            start = pos
+            break
+    if end < line_end and not text[end].isspace():
+        cut = text.rfind(" ", pos + len(item), end)
+        end = cut if cut > 0 else pos + len(item)
     return text[start:end].strip()
 
 
@@ -234,7 +244,16 @@ def _cut_to_tokens(text: str, max_tokens: int) -> str:
     text = text[: 64 * (max_tokens + 1)]
     while text and (tokens := _tokens(text)) > max_tokens:
         text = text[: int(len(text) * max_tokens / tokens * 0.95)]
-    return text
+    # Never end inside a word: a number cut short ("841070" -> "84107") is a wrong fact.
+    return _word_prefix(text)
+
+
+def _word_prefix(text: str) -> str:
+    """``text`` without a trailing partial word (cut at the last whitespace)."""
+    if not text or text[-1].isspace():
+        return text
+    cut = max(text.rfind(" "), text.rfind("\n"))
+    return text[:cut] if cut > 0 else ""
 
 
 class _Drops:

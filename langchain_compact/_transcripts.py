@@ -359,7 +359,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     file stays behind, and the ``OSError`` names ``path``. An existing file keeps its
     permission bits; a new one gets the usual ``0o666 & ~umask``.
     """
-    from langchain_compact._archive_util import atomic_write
+    from langchain_compact._archive_files import atomic_write
 
     p = Path(path)
     try:

@@ -211,9 +211,14 @@ def decide(
     window = config.context_window or fit
     fold_limit = config._tokens(config.fold_ratio)
     fold = fold_limit is not None and removed_since_boundary(messages) >= fold_limit
-    if fold and config.max_compactions is not None:
-        # Folding is routine upkeep: it never spends the last compaction the user allows.
-        fold = compaction_info(messages).count + 1 < config.max_compactions
+    if fold:
+        # Folding is routine upkeep: it waits out the cooldown and never spends the last
+        # compaction the user allows.
+        info = compaction_info(messages)
+        if info.count and info.turns_since < config.cooldown_turns:
+            fold = False
+        if config.max_compactions is not None and info.count + 1 >= config.max_compactions:
+            fold = False
     if tokens < trigger and not fold:
         return Decision("continue", tokens, trigger, "under the trigger")
     plan = _plan(messages, config)
@@ -476,6 +481,11 @@ def _steps(
             int(previous.get("overhead", 0)),
         )
     scale, overhead = measured
+    if config.context_window is not None:
+        # The part of a usage report the local count cannot explain is taken as fixed
+        # overhead (tool schemas, templates), but never more than a quarter of the window:
+        # an estimate that runs high stops runs whose next call would fit.
+        overhead = min(overhead, config.context_window // 4)
 
     def local(tokens: int | None) -> int | None:
         """A context size in the provider's tokens, as a local count."""

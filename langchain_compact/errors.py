@@ -6,7 +6,13 @@ what to do about it.
 
 from __future__ import annotations
 
-__all__ = ["CompactionError", "ConfigError", "InvalidHistoryError", "SummarizerError"]
+__all__ = [
+    "CompactionError",
+    "ConfigError",
+    "ContextOverflowError",
+    "InvalidHistoryError",
+    "SummarizerError",
+]
 
 
 class CompactionError(Exception):
@@ -31,3 +37,27 @@ class InvalidHistoryError(CompactionError, ValueError):
 
 class SummarizerError(CompactionError):
     """A summarizer failed (error, timeout, empty or over-long text, a tool call)."""
+
+
+class ContextOverflowError(CompactionError):
+    """The next model call cannot go ahead: it would not fit the context window even after
+    compacting, or a limit the user set was reached (``max_compactions``, thrash guard).
+
+    Raised by the LCEL transformer (``compact_messages`` / ``MessageCompactor``), which
+    cannot stop a chain the way the graph's stop node does; catch it around
+    ``chain.invoke(...)``, or pass ``on_overflow="pass"`` to hand the history on instead.
+
+    Attributes:
+        reason: Why the call cannot go ahead.
+        messages: The history as compacted so far (nothing is lost: what was removed is
+            archived).
+    """
+
+    def __init__(self, reason: str, *, messages: list[object] | None = None) -> None:
+        super().__init__(
+            f"the next model call cannot go ahead: {reason}. Start a new conversation from "
+            "the latest summary, raise context_window or max_compactions, or pass "
+            "on_overflow='pass' to send the history anyway."
+        )
+        self.reason = reason
+        self.messages = list(messages or [])

@@ -16,21 +16,22 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from langchain_compact._meta import get_meta, with_meta
 from langchain_compact.compaction import CompactionResult, acompact_history, compact_history, decide
 from langchain_compact.config import CompactionConfig
+from langchain_compact.errors import ConfigError, ContextOverflowError, InvalidHistoryError
 from langchain_compact.graph.nodes import resolve_context_window
 from langchain_compact.microcompact import micro_compact
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens
+from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -98,7 +99,11 @@ class MessageCompactor:
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
         max_memo: int = 256,
+        on_overflow: Literal["raise", "pass"] = "raise",
     ) -> None:
+        if on_overflow not in ("raise", "pass"):
+            raise ConfigError(f"on_overflow={on_overflow!r} is not allowed: use 'raise' or 'pass'.")
+        self.on_overflow = on_overflow
         self.config = resolve_context_window(config or CompactionConfig(), model)
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.archive = archive
@@ -119,7 +124,23 @@ class MessageCompactor:
     def _coerce(messages: Any) -> list[BaseMessage]:
         if isinstance(messages, PromptValue):
             return messages.to_messages()
+        if isinstance(messages, (str, bytes, BaseMessage)):
+            raise InvalidHistoryError(
+                f"compact_messages takes a list of messages (or a prompt value), not a "
+                f"{type(messages).__name__}; wrap a single message in a list: [message]."
+            )
         return list(convert_to_messages(messages))
+
+    def _thread(self, config: RunnableConfig | None) -> str:
+        """The run's ``configurable.thread_id`` (so recall finds what this run archived),
+        else the compactor's ``thread_id``."""
+        configurable = (config or {}).get("configurable") or {}
+        return str(configurable.get("thread_id") or self.thread_id)
+
+    def _tokens(self, msgs: list[BaseMessage]) -> int:
+        # A chain's replies describe the compacted copy the chain sent, not this raw list:
+        # a usage report anchors only when it can describe the list at hand.
+        return context_tokens(msgs, counter=self.counter, tools=self.tools, verify_anchor=True)
 
     def _replay(self, raw: list[BaseMessage]) -> tuple[list[BaseMessage], list[str], int]:
         digests = _prefix_digests(raw)
@@ -145,6 +166,7 @@ class MessageCompactor:
             archived=self.archive is not None,
             counter=self.counter,
             tools=self.tools,
+            verify_anchor=True,
         )
         fresh: list[BaseMessage] = []
         with self._lock:
@@ -185,23 +207,44 @@ class MessageCompactor:
         return self._tag(msgs, originals, ref)
 
     def _needs_compaction(self, msgs: list[BaseMessage]) -> bool:
-        decision = decide(msgs, config=self.config, counter=self.counter, tools=self.tools)
+        decision = decide(
+            msgs,
+            config=self.config,
+            counter=self.counter,
+            tools=self.tools,
+            tokens=self._tokens(msgs),
+        )
         if decision.action == "stop":
-            logger.warning(
-                "compact_messages cannot stop an LCEL chain: %s; passing the history on",
-                decision.reason,
-            )
+            self._overflow(decision.reason, msgs)
         if decision.action == "compact":
             self.compactions += 1
             return True
         return False
 
-    def _compact_kwargs(self) -> dict[str, Any]:
+    def _overflow(self, reason: str, msgs: list[BaseMessage]) -> None:
+        """A chain cannot be stopped: raise (default) or log and pass the history on."""
+        if self.on_overflow == "raise":
+            raise ContextOverflowError(reason, messages=list(msgs))
+        logger.warning("compact_messages: %s; passing the history on (on_overflow='pass')", reason)
+
+    def _checked(self, msgs: list[BaseMessage]) -> list[BaseMessage]:
+        """After a compaction: the next call must fit the window (minus the reply reserve)."""
+        fit = self.config.fit_tokens
+        tokens = self._tokens(msgs)
+        if fit is not None and tokens > fit:
+            self._overflow(
+                f"the context is still {tokens} tokens after compacting, more than the {fit} "
+                "that fit the window with room for the reply",
+                msgs,
+            )
+        return msgs
+
+    def _compact_kwargs(self, thread_id: str) -> dict[str, Any]:
         return {
             "summarizer": self.summarizer,
             "config": self.config,
             "archive": self.archive,
-            "thread_id": self.thread_id,
+            "thread_id": thread_id,
             "counter": self.counter,
             "tools": self.tools,
         }
@@ -213,26 +256,32 @@ class MessageCompactor:
             self._remember(raw, digests, result.messages, self._tail_len(result.messages))
         return result.messages
 
-    def __call__(self, messages: Any) -> list[BaseMessage]:
+    def __call__(self, messages: Any, config: RunnableConfig | None = None) -> list[BaseMessage]:
+        thread_id = self._thread(config)
         raw, digests, msgs, originals = self._prepare(messages)
         if originals and self.archive is not None:
-            ref = self.archive.write(originals, thread_id=self.thread_id, reason="micro-compaction")
+            ref = self.archive.write(originals, thread_id=thread_id, reason="micro-compaction")
             msgs = self._archived_micro(msgs, originals, ref)
         if not self._needs_compaction(msgs):
             return msgs
-        return self._compacted(raw, digests, compact_history(msgs, **self._compact_kwargs()))
+        result = compact_history(msgs, **self._compact_kwargs(thread_id))
+        return self._checked(self._compacted(raw, digests, result))
 
-    async def acompact(self, messages: Any) -> list[BaseMessage]:
+    async def acompact(
+        self, messages: Any, config: RunnableConfig | None = None
+    ) -> list[BaseMessage]:
         """Async twin of calling the compactor."""
+        thread_id = self._thread(config)
         raw, digests, msgs, originals = self._prepare(messages)
         if originals and self.archive is not None:
             ref = await self.archive.awrite(
-                originals, thread_id=self.thread_id, reason="micro-compaction"
+                originals, thread_id=thread_id, reason="micro-compaction"
             )
             msgs = self._archived_micro(msgs, originals, ref)
         if not self._needs_compaction(msgs):
             return msgs
-        return self._compacted(raw, digests, await acompact_history(msgs, **self._compact_kwargs()))
+        result = await acompact_history(msgs, **self._compact_kwargs(thread_id))
+        return self._checked(self._compacted(raw, digests, result))
 
     @staticmethod
     def _tail_len(messages: list[BaseMessage]) -> int:

@@ -395,8 +395,10 @@ def truncate_large_tool_results(
 class _Budget:
     """The context size as micro-compaction changes it, kept current without recounting."""
 
-    def __init__(self, messages: list[BaseMessage], counter: TokenCounter, tools: Any) -> None:
-        self.tokens = context_tokens(messages, counter=counter, tools=tools)
+    def __init__(
+        self, messages: list[BaseMessage], counter: TokenCounter, tools: Any, verify: bool
+    ) -> None:
+        self.tokens = context_tokens(messages, counter=counter, tools=tools, verify_anchor=verify)
 
     def apply(self, old: BaseMessage, new: BaseMessage) -> None:
         """Account for ``old`` replaced by ``new`` (both carry their savings metadata)."""
@@ -426,6 +428,7 @@ def micro_compact(
     archived: bool = True,
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
+    verify_anchor: bool = False,
 ) -> list[BaseMessage]:
     """Micro-compaction with ``config``'s settings; costs nothing until there is pressure.
 
@@ -442,6 +445,8 @@ def micro_compact(
 
     Results the model has not read yet are never touched otherwise. Unchanged messages are
     the same objects as in the input; the caller archives the originals of changed ones.
+    ``verify_anchor`` counts locally when the newest usage report cannot describe this list
+    (see :func:`~langchain_compact.tokens.context_tokens`).
 
     Example:
         >>> from langchain_core.messages import ToolMessage
@@ -491,7 +496,7 @@ def micro_compact(
     gate, target, fit = config.micro_trigger_tokens, config.micro_target_tokens, config.fit_tokens
     if gate is None or target is None or fit is None:
         return out
-    budget = _Budget(out, counter, tools)
+    budget = _Budget(out, counter, tools, verify_anchor)
     if budget.tokens < gate:
         return out
     # 2. One batch: clear the oldest read results down to the target.

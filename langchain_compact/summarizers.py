@@ -19,6 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_compact._facts import placeholder_facts, result_gist
 from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact._render import (
+    _word_prefix,
     context_of,
     fit_sections,
     key_lines,
@@ -221,7 +222,8 @@ class LLMSummarizer:
 
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    # Cut between words: a number cut short would read as another number.
+    return text if len(text) <= limit else _word_prefix(text[: limit - 3]) + " ..."
 
 
 def _observation_lines(text: str) -> list[str]:

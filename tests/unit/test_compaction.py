@@ -26,7 +26,7 @@ from langchain_core.messages import (
 
 import langchain_compact._ops as ops_module
 from langchain_compact import CompactionConfig, SummarizerError, validate_history
-from langchain_compact._meta import KIND_PINNED_TASK, KIND_SUMMARY, get_meta, kind_of
+from langchain_compact._meta import KIND_PINNED_TASK, KIND_SUMMARY, get_meta, kind_of, with_meta
 from langchain_compact.compaction import (
     CompactionResult,
     acompact_history,
@@ -423,7 +423,12 @@ def test_decide_after_compaction_ignores_stale_usage_on_kept_messages() -> None:
     assert any(m.id == "final-ai" for m in result.messages), "the usage message was kept"
     decision = decide(result.messages, config=config)
     assert decision.action == "continue"
-    assert decision.tokens == context_tokens(result.messages) == approximate_tokens(result.messages)
+    # Counted locally, calibrated on the last report before the compaction (ratio capped at
+    # 1.5, the rest as fixed overhead capped at a quarter of the window), not the stale 5000.
+    meta = get_meta(result.messages[[kind_of(m) for m in result.messages].index(KIND_SUMMARY)])
+    assert (meta["calibration"], meta["overhead"]) == (1.5, 1000)
+    local = approximate_tokens(result.messages)
+    assert decision.tokens == context_tokens(result.messages) == round(local * 1.5) + 1000
 
 
 def test_decide_stops_when_the_kept_tail_alone_is_over() -> None:
@@ -443,7 +448,7 @@ def compacted_then(turns: int, *, config: CompactionConfig, size: int) -> list[B
 
 def test_decide_limits_max_compactions_cooldown_and_thrash() -> None:
     base = CompactionConfig(context_window=1500, keep_last_n=2)
-    two_turns = compacted_then(2, config=base, size=1200)
+    two_turns = compacted_then(2, config=base, size=800)  # over the trigger, still fits
     assert context_tokens(two_turns) >= base.trigger_tokens  # type: ignore[operator]
     assert decide(two_turns, config=base).action == "compact"
     stop = decide(two_turns, config=base.replace(max_compactions=1))
@@ -453,11 +458,22 @@ def test_decide_limits_max_compactions_cooldown_and_thrash() -> None:
     )
     assert decide(two_turns, config=base.replace(cooldown_turns=3)).action == "continue"
     assert decide(two_turns, config=base.replace(cooldown_turns=2)).action == "compact"
-    # Thrash: compaction refilled within one turn; a limit of 1 stops at once.
+    # Thrash: a compaction that left the context over the trigger and no smaller, and the
+    # context over the trigger again one turn later: a limit of 1 stops at once.
     one_turn = compacted_then(1, config=base, size=2400)
     assert decide(one_turn, config=base).action == "compact"
-    thrash = decide(one_turn, config=base.replace(thrash_limit=1))
+    stuck = stuck_once(one_turn)
+    assert decide(stuck, config=base).action == "compact"
+    thrash = decide(stuck, config=base.replace(thrash_limit=1))
     assert thrash.action == "stop" and thrash.reason.startswith("thrash guard: 1 compactions")
+    # A compaction that freed room is progress: the same history with streak 0 goes on.
+    assert decide(one_turn, config=base.replace(thrash_limit=1)).action == "compact"
+
+
+def stuck_once(history: list[BaseMessage]) -> list[BaseMessage]:
+    """``history`` with its newest summary marked as a compaction that made no progress."""
+    i = max(j for j, m in enumerate(history) if kind_of(m) == KIND_SUMMARY)
+    return [*history[:i], with_meta(history[i], refill_streak=1), *history[i + 1 :]]
 
 
 # --------------------------------------------------------------------------- long runs

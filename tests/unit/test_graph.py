@@ -8,7 +8,6 @@ from an earlier run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -360,48 +359,6 @@ def test_max_compactions_reached_stops_with_done_pending_blocked_and_how_to_cont
     assert run.state["stop_reason"] == "the compaction limit max_compactions=2 is reached"
 
 
-class PaddingSummarizer:
-    """Writes every summary at its full bound, whatever the span: a compaction of a small
-    span then makes the context no smaller (the thrash guard's case)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def summarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:
-        self.calls += 1
-        return "x" * int(max_tokens * 3)
-
-    async def asummarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:
-        return self.summarize(messages, max_tokens=max_tokens)
-
-
-@pytest.mark.parametrize("limit", [1])
-def test_thrash_guard_stops_compactions_that_make_nothing_smaller(limit: int) -> None:
-    # (With higher limits the raised trigger walks such a run to the fit limit first, and
-    # it stops there because the next call cannot fit.)
-    # A large tool schema keeps the context near the trigger, the results stay whole, and
-    # the summarizer pads: every compaction leaves the context over the trigger and no
-    # smaller, one model turn after the last.
-    task = DependentTask(steps=14, payload_chars=300)
-    config = CompactionConfig(
-        context_window=3000, thrash_limit=limit, micro_exclude_tools=KEEP_RESULTS
-    )
-    summarizer = PaddingSummarizer()
-    graph = build_graph(task, config=config, summarizer=summarizer, extra_tools=[big_schema_tool()])
-    run = run_graph(graph, [task_message(task)])
-
-    assert run.path[-1] == "compact_stop" and kind_of(run.final) == KIND_STOP
-    assert run.state["stop_reason"].startswith(f"thrash guard: {limit} compactions in a row")
-    assert "Blocked: thrash guard" in run.final.text
-    streaks = [
-        get_meta(m)["refill_streak"]
-        for _, u in run.updates
-        for m in u.get("messages", [])
-        if kind_of(m) == KIND_SUMMARY and not get_meta(m).get("merged_from")
-    ]
-    assert streaks[-limit:] == list(range(1, limit + 1))  # each left it over and no smaller
-
-
 def test_thrash_guard_lets_a_small_window_that_makes_progress_finish() -> None:
     # Results of ~19% of the window refill the context within one turn after every
     # compaction; each compaction still frees room, so the run is progress, not thrash.
@@ -413,11 +370,11 @@ def test_thrash_guard_lets_a_small_window_that_makes_progress_finish() -> None:
 
 def test_cooldown_holds_full_compaction_off_while_micro_still_runs() -> None:
     # Large tool schemas the compaction layer cannot shrink keep the context near the trigger,
-    # so without a cooldown every compaction refills within a turn (the thrash guard stops).
+    # so without a cooldown a compaction follows almost every turn.
     task = DependentTask(steps=14, payload_chars=1000)
     tool = big_schema_tool()
     cooldown = 2
-    config = CompactionConfig(context_window=3000, cooldown_turns=cooldown)
+    config = CompactionConfig(context_window=4000, cooldown_turns=cooldown)
     trigger = config.trigger_tokens
     assert trigger is not None
     graph = build_graph(task, config=config, extra_tools=[tool])
@@ -445,8 +402,11 @@ def test_cooldown_holds_full_compaction_off_while_micro_still_runs() -> None:
         build_graph(task, config=config.replace(cooldown_turns=0), extra_tools=[tool]),
         [task_message(task)],
     )
-    assert no_cooldown.state["stop_reason"].startswith("thrash guard")
+    # Without the cooldown the run also finishes (each compaction frees room: no thrash),
+    # but compacts again sooner after the first compaction.
+    assert task.check(no_cooldown.final.text).ok
     gaps = [i for i, n in enumerate(no_cooldown.path) if n == "compact_summarize"]
+    assert len(gaps) >= len(marks)
     assert no_cooldown.path[gaps[0] : gaps[1]].count("agent") < cooldown
 
 
@@ -471,7 +431,7 @@ def test_defaults_forty_steps_quarter_window_results_finish(
     assert not any(kind_of(m) == KIND_STOP for m in run.messages)
 
 
-def test_old_truncated_results_are_cleared_by_micro_compaction() -> None:
+def test_read_results_are_digested_then_cleared_and_unread_ones_stay_whole() -> None:
     task = DependentTask(steps=14, payload_chars=6000)
     config = CompactionConfig(context_window=5000)
     graph = build_graph(task, config=config)
@@ -480,8 +440,10 @@ def test_old_truncated_results_are_cleared_by_micro_compaction() -> None:
     assert any(kind_of(m) == KIND_TRUNCATED for h in gates for m in h), "precondition"
     for history in gates:
         results = [m for m in history if isinstance(m, ToolMessage)]
-        old = results[: -config.micro_keep]
-        assert all(kind_of(m) == KIND_CLEARED for m in old), [kind_of(m) for m in old]
+        if results and isinstance(history[-1], ToolMessage):
+            assert kind_of(results[-1]) is None, "the result about to be read is whole"
+    # Under pressure, results digested earlier are cleared later (placeholders with facts).
+    assert any(kind_of(m) == KIND_CLEARED for h in gates for m in h)
 
 
 # --------------------------------------------------------------------------- failures

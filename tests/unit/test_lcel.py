@@ -89,8 +89,9 @@ def test_the_raw_history_is_never_modified() -> None:
 
 def test_clearing_is_monotonic_across_calls() -> None:
     """A result cleared in one call stays cleared in every later call (stable prefix)."""
-    task = DependentTask(steps=20, payload_chars=3000)
-    compactor = MessageCompactor(config=CompactionConfig(context_window=100_000, micro_keep=2))
+    # 12 results of ~850 tokens in a 12,000-token window: clearing under pressure, no fold.
+    task = DependentTask(steps=12, payload_chars=3000)
+    compactor = MessageCompactor(config=CompactionConfig(context_window=12_000, micro_keep=2))
     _, _, seen = drive(compactor, task)
     cleared_before: set[str] = set()
     for model_input in seen:
@@ -101,7 +102,10 @@ def test_clearing_is_monotonic_across_calls() -> None:
         }
         assert cleared_before <= cleared_now
         cleared_before = cleared_now
-    assert len(cleared_before) == 20 - 2
+        newest = [m for m in model_input if isinstance(m, ToolMessage)][-1:]
+        assert all(kind_of(m) is None for m in newest), "an unread result is never cleared"
+    assert compactor.compactions == 0
+    assert 5 <= len(cleared_before) <= 12 - 2
 
 
 def test_runnable_in_a_chain_and_one_shot_form() -> None:
@@ -128,14 +132,14 @@ def test_cleared_originals_are_archived_once() -> None:
     task = DependentTask(steps=10, payload_chars=2000)
     archive = JsonlArchive(tempfile.mkdtemp())
     compactor = MessageCompactor(
-        config=CompactionConfig(context_window=100_000), archive=archive, thread_id="lcel"
+        config=CompactionConfig(context_window=6_000), archive=archive, thread_id="lcel"
     )
     history, _, _ = drive(compactor, task)
     archived = [
         m for ref in archive.refs(thread_id="lcel") for m in archive.read(ref, thread_id="lcel")
     ]
     ids = [m.tool_call_id for m in archived if isinstance(m, ToolMessage)]
-    assert len(ids) == len(set(ids)) == 10 - CompactionConfig().micro_keep
+    assert len(ids) == len(set(ids)) >= 3
     originals = {m.tool_call_id: m.text for m in history if isinstance(m, ToolMessage)}
     assert all(m.text == originals[m.tool_call_id] for m in archived)
 
