@@ -86,16 +86,21 @@ def test_dependent_task_finishes_with_compactions_pinned_task_and_first_summary(
     assert len(compactions) >= 2
     assert state["compaction_count"] == len(compactions)
     assert "stop_reason" not in state
-    # every compaction shrank the context below the trigger (no dirty-value stop)
-    trigger = CompactionConfig(context_window=WINDOW).trigger_tokens
-    assert all(e["tokens_after"] < trigger <= e["tokens_before"] for e in compactions)
+    # every compaction left a context that fits (no dirty-value stop); over the trigger
+    # but fitting goes on
+    fit = CompactionConfig(context_window=WINDOW).fit_tokens
+    assert fit is not None and all(e["tokens_after"] <= fit for e in compactions)
     # the original task is pinned verbatim and the model saw it on every call
     pinned = [m for m in state["messages"] if kind_of(m) == "pinned_task"]
     assert [m.text for m in pinned] == [task.prompt()]
     assert all(any(m.text == task.prompt() for m in seen) for seen in inputs)
-    # earlier summaries are kept verbatim: summary #1 is still there after #2 and #3
-    indexes = [get_meta(m)["index"] for m in state["messages"] if kind_of(m) == "summary"]
-    assert indexes == list(range(1, len(compactions) + 1))
+    # earlier summaries are kept verbatim until the summary budget merges the oldest ones
+    summaries = [m for m in state["messages"] if kind_of(m) == "summary"]
+    indexes = [get_meta(m)["index"] for m in summaries]
+    first = indexes[0] if not get_meta(summaries[0]).get("merged_from") else 1
+    assert indexes[-1] == len(compactions)
+    assert indexes == [indexes[0], *range(indexes[0] + 1, len(compactions) + 1)]
+    assert first == 1 or get_meta(summaries[0]).get("merged_from")
 
 
 def test_same_compactions_and_final_history_as_the_graph_version() -> None:
