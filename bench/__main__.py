@@ -237,12 +237,17 @@ def dependent_bench(
     policy as the model: it can only finish if every earlier value survived.
 
     ``tool_only``: the policy's tool calls carry only the step number
-    (:class:`bench.scenarios.ToolOnlyPolicy`), so each value appears only in its step's
+    (:class:`langchain_compact.demo.ToolOnlyPolicy`), so each value appears only in its step's
     tool result."""
-    from langchain_compact.demo import ContextReadingPolicy, DependentTask
+    from langchain_compact.demo import (
+        ContextReadingPolicy,
+        DependentTask,
+        ToolOnlyPolicy,
+        tool_only_tools,
+    )
 
     task = DependentTask(steps=steps, payload_chars=payload_chars)
-    tools = scenarios.tool_only_tools(task) if tool_only else task.tools()
+    tools = tool_only_tools(task) if tool_only else task.tools()
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     schema = json.dumps(
@@ -264,7 +269,7 @@ def dependent_bench(
             recorder: list[list[BaseMessage]] = []
             policy: Any = ContextReadingPolicy(token_counter=truth, recorder=recorder)
             if tool_only:
-                policy = scenarios.ToolOnlyPolicy(inner=policy)
+                policy = ToolOnlyPolicy(inner=policy)
             provider = "scripted"  # the policy's replies carry model_provider="scripted"
             summary_model = peers.make_summary_model(budget, truth, provider=provider)
             summary_model.position = lambda rec=recorder: len(rec)  # type: ignore[misc]

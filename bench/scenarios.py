@@ -199,61 +199,12 @@ def _run_scenario(name: str, kind: str, truth: TruthCounter, turns: int) -> dict
 # --------------------------------------------------------------------------- tool-only values
 
 
-class ToolOnlyPolicy(BaseChatModel):
-    """Wraps a ``ContextReadingPolicy``: its ``run_step`` calls keep only ``step``, so the
-    value of step k is visible only in step k's tool result (and whatever a summary keeps)."""
-
-    inner: Annotated[Any, SkipValidation()]
-
-    @property
-    def _llm_type(self) -> str:
-        return "tool-only-policy"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        return self.model_copy(update={"inner": self.inner.bind_tools(tools, **kwargs)})
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        result: ChatResult = self.inner._generate(messages)
-        reply = result.generations[0].message
-        assert isinstance(reply, AIMessage)
-        if reply.tool_calls:
-            calls = [{**c, "args": {"step": c["args"]["step"]}} for c in reply.tool_calls]
-            reply = reply.model_copy(update={"tool_calls": calls})
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-
-def tool_only_tools(task: Any) -> list[BaseTool]:
-    """``run_step(step)``: the task's log for ``step`` given the correct previous value."""
-    inner = task.tools()[0]
-    values = [task.starting_value, *task.expected_values()]
-
-    def run_step(step: int) -> str:
-        previous = values[step - 1] if 1 <= step <= task.steps else 0
-        return str(inner.invoke({"step": step, "previous": previous}))
-
-    return [
-        StructuredTool.from_function(
-            run_step,
-            name="run_step",
-            description="Run one step of the dependent task; ends with RESULT step=K value=V.",
-        )
-    ]
-
-
 __all__ = [
     "ANSWER",
     "SCENARIO_SYSTEMS",
     "ScriptedToolCaller",
-    "ToolOnlyPolicy",
     "page_text",
     "probes",
-    "tool_only_tools",
     "twelve_turns",
 ]
 

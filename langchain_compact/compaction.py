@@ -529,7 +529,9 @@ def _steps(
     merged = 0
     earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
     window = config.context_window
-    body_tokens = approximate_tokens([HumanMessage(body)])
+    # In the counter's own units, like the window and the earlier summaries it is compared
+    # with (a custom counter need not count approximate tokens).
+    body_tokens = counter([HumanMessage(body)])
     if window and earlier and counter(earlier) + body_tokens > config.summary_budget_ratio * window:
         # Over the summary budget: merge the earlier summaries into one (the only time a
         # summary is summarised), into what the budget leaves beside the new summary.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "CompactionError",
+    "CompactionWarning",
     "ConfigError",
     "ContextOverflowError",
     "InvalidHistoryError",
@@ -61,3 +62,8 @@ class ContextOverflowError(CompactionError):
         )
         self.reason = reason
         self.messages = list(messages or [])
+
+
+class CompactionWarning(UserWarning):
+    """A setting works, but probably not as intended with this model (the message says why
+    and what to change)."""

@@ -14,5 +14,14 @@ Example:
 
 from langchain_compact.demo.policy import ContextReadingPolicy, ContextView, read_context
 from langchain_compact.demo.task import DependentTask, TaskVerdict
+from langchain_compact.demo.tool_only import ToolOnlyPolicy, tool_only_tools
 
-__all__ = ["ContextReadingPolicy", "ContextView", "DependentTask", "TaskVerdict", "read_context"]
+__all__ = [
+    "ContextReadingPolicy",
+    "ContextView",
+    "DependentTask",
+    "TaskVerdict",
+    "ToolOnlyPolicy",
+    "read_context",
+    "tool_only_tools",
+]

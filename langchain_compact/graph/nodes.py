@@ -9,6 +9,7 @@ and an async body over the same pure functions) and the edges (``route``,
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,7 +28,7 @@ from langchain_compact.compaction import (
     stop_message,
 )
 from langchain_compact.config import CompactionConfig
-from langchain_compact.errors import CompactionError, ConfigError
+from langchain_compact.errors import CompactionError, CompactionWarning, ConfigError
 from langchain_compact.microcompact import micro_compact
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
@@ -53,6 +54,7 @@ def resolve_context_window(
     Raises:
         ConfigError: when neither the config nor the model's profile gives a window.
     """
+    _check_summary_role(config, model)
     if config.context_window is not None:
         return config
     profile = getattr(model, "profile", None) or {}
@@ -64,6 +66,25 @@ def resolve_context_window(
             "CompactionConfig(context_window=<the model's input window in tokens>)."
         )
     return config.with_window(window)
+
+
+#: Providers whose chat APIs reject a system message after the first non-system one.
+_SYSTEM_FIRST_ONLY = ("anthropic", "google", "gemini", "vertex", "bedrock")
+
+
+def _check_summary_role(config: CompactionConfig, model: BaseChatModel | None) -> None:
+    if config.summary_role != "system" or model is None:
+        return
+    name = type(model).__name__.lower() + " " + type(model).__module__.lower()
+    if any(p in name for p in _SYSTEM_FIRST_ONLY):
+        warnings.warn(
+            f"summary_role='system' puts a system message in the middle of the history, "
+            f"which {type(model).__name__} rejects ('multiple non-consecutive system "
+            "messages'); use CompactionConfig(summary_role='human') (the default) with this "
+            "model.",
+            CompactionWarning,
+            stacklevel=3,
+        )
 
 
 def _thread_id(config: RunnableConfig | None) -> str:

@@ -197,7 +197,7 @@ def test_next_call_fits_counts_the_reply() -> None:
 
 
 def test_tool_only_policy_never_restates_a_value() -> None:
-    from bench.scenarios import ToolOnlyPolicy, tool_only_tools
+    from langchain_compact.demo import ToolOnlyPolicy, tool_only_tools
     from langchain_compact.demo import ContextReadingPolicy, DependentTask
 
     task = DependentTask(steps=2, payload_chars=0)
