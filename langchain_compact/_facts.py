@@ -119,8 +119,11 @@ def result_gist(text: str, *, limit: int = 3) -> list[str]:
 
 
 def with_facts(placeholder: str, text: str) -> str:
-    """``placeholder`` followed by the fact lines of ``text`` (if any)."""
-    facts = fact_lines(text)
+    """``placeholder`` followed by the fact lines of ``text`` (if any): its last line (where
+    commands report their outcome) first, then the lines :func:`fact_lines` picks."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    last = [_clip(lines[-1])] if lines and not _NOISE_RE.match(lines[-1]) else []
+    facts = list(dict.fromkeys([*last, *fact_lines(text, limit=DEFAULT_LIMIT - len(last))]))
     return placeholder + FACTS_MARK + " | ".join(facts) if facts else placeholder
 
 

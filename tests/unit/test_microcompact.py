@@ -327,7 +327,7 @@ def test_list_content_results_are_cleared_by_text() -> None:
     call = AIMessage("", tool_calls=[{"name": "shot", "args": {}, "id": "c1"}])
     result = ToolMessage(
         [
-            {"type": "text", "text": "caption " * 40},
+            {"type": "text", "text": "caption " * 200},
             {"type": "image_url", "image_url": {"url": "u"}},
         ],
         tool_call_id="c1",
