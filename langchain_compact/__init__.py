@@ -8,6 +8,7 @@ removes, and stops instead of looping. See the README for the three ways to use 
 ``langchain.agents.create_agent`` (extra ``agents``).
 """
 
+from langchain_compact._digest import llm_digest, structured_digest
 from langchain_compact.archive import (
     ArchivedMessage,
     ArchiveError,
@@ -29,7 +30,9 @@ from langchain_compact.compaction import (
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import (
     CompactionError,
+    CompactionWarning,
     ConfigError,
+    ContextOverflowError,
     InvalidHistoryError,
     SummarizerError,
 )
@@ -80,7 +83,9 @@ __all__ = [
     "CompactionNodes",
     "CompactionResult",
     "CompactionState",
+    "CompactionWarning",
     "ConfigError",
+    "ContextOverflowError",
     "Decision",
     "ExtractiveSummarizer",
     "InvalidHistoryError",
@@ -108,6 +113,7 @@ __all__ = [
     "fidelity_supplement",
     "find_safe_cut",
     "last_boundary_index",
+    "llm_digest",
     "make_recall_tool",
     "original_task_index",
     "provision_tiktoken_cache",
@@ -116,6 +122,7 @@ __all__ = [
     "repair_history",
     "resolve_context_window",
     "stop_message",
+    "structured_digest",
     "truncate_large_tool_results",
     "validate_history",
 ]
