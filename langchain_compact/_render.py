@@ -26,8 +26,9 @@ _SALIENT_RE = re.compile(
 )
 
 
-def tool_result_text(message: BaseMessage) -> str:
-    """The text of a message's content (text blocks joined; other blocks skipped)."""
+def tool_result_text(message: BaseMessage, *, references: bool = False) -> str:
+    """The text of a message's content: text blocks joined; other blocks skipped, or (with
+    ``references``) replaced by a reference (see :func:`block_reference`)."""
     content = message.content
     if isinstance(content, str):
         return content
@@ -37,6 +38,103 @@ def tool_result_text(message: BaseMessage) -> str:
             parts.append(block)
         elif block.get("type") == "text":
             parts.append(str(block.get("text", "")))
+        elif references and (ref := block_reference(block)) is not None:
+            parts.append(ref)
+    return "\n".join(parts)
+
+
+_PAYLOAD_KEYS = ("base64", "data", "file_data")
+_URL_KEYS = ("url", "image_url", "file_url", "audio_url", "video_url")
+_NAME_KEYS = ("filename", "name", "title")
+_SKIPPED_BLOCKS = frozenset(
+    {"text", "thinking", "redacted_thinking", "reasoning", "tool_use", "function_call",
+     "tool_call", "tool_call_chunk", "server_tool_call", "server_tool_result"}
+)  # fmt: skip
+
+
+def _size(chars: int) -> str:
+    size = chars * 3 // 4  # base64 -> bytes
+    return f"{size} B" if size < 1024 else f"{size / 1024:.0f} KB"
+
+
+def _payload_ref(payload: str, mime: str | None) -> str:
+    digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return ", ".join(p for p in ("inline", mime, _size(len(payload)), f"sha256 {digest}") if p)
+
+
+def _url_ref(url: str) -> str:
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        mime = header[5:].split(";", 1)[0] or None
+        return "data URL, " + _payload_ref(payload, mime).removeprefix("inline, ")
+    return url if len(url) <= 300 else url[:297] + "..."
+
+
+def block_reference(block: dict[str, object]) -> str | None:
+    """A short reference for a non-text content block (image, file, audio...), or ``None``.
+
+    URLs are kept (clipped to 300 characters); inline data is described by its type, size
+    and a sha256 prefix, never pasted: ``[image: data URL, image/png, 12 KB, sha256 ...]``.
+
+    Example:
+        >>> block_reference({"type": "image_url", "image_url": {"url": "https://x.org/a.png"}})
+        '[image: https://x.org/a.png]'
+        >>> block_reference({"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"})
+        '[image: inline, image/png, 9 B, sha256 ...]'
+    """
+    kind = str(block.get("type") or "block")
+    if kind in _SKIPPED_BLOCKS:
+        return None
+    label = kind.removeprefix("input_").removesuffix("_url")
+    fields: dict[str, object] = dict(block)
+    for nested in ("source", "image_url", "input_audio", "file"):
+        inner = block.get(nested)
+        if isinstance(inner, dict):
+            fields = {**fields, **inner}
+        elif nested == "image_url" and isinstance(inner, str):
+            fields["url"] = inner
+    mime = fields.get("mime_type") or fields.get("media_type") or fields.get("format")
+    mime = mime if isinstance(mime, str) else None
+    parts: list[str] = []
+    name = next((v for k in _NAME_KEYS if isinstance(v := fields.get(k), str) and v), None)
+    if name:
+        parts.append(name)
+    url = next((v for k in _URL_KEYS if isinstance(v := fields.get(k), str) and v), None)
+    payload = next((v for k in _PAYLOAD_KEYS if isinstance(v := fields.get(k), str) and v), None)
+    file_id = fields.get("file_id") or (
+        fields.get("id") if fields.get("source_type") == "id" else None
+    )
+    if url:
+        parts.append(_url_ref(url))
+    elif payload:
+        parts.append(
+            _url_ref(payload) if payload.startswith("data:") else _payload_ref(payload, mime)
+        )
+    elif isinstance(file_id, str) and file_id:
+        parts.append(f"file id {file_id}")
+    return f"[{label}: {', '.join(parts)}]" if parts else f"[{label} block]"
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text of a message with a reference for each non-text block (see
+    :func:`block_reference`), so images and files are not silently lost from summaries."""
+    return tool_result_text(message, references=True)
+
+
+def tool_result_text(message: BaseMessage, *, references: bool = False) -> str:
+    """The text of a message's content: text blocks joined; other blocks skipped, or (with
+    ``references``) replaced by a reference (see :func:`block_reference`)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif references and (ref := block_reference(block)) is not None:
+            parts.append(ref)
     return "\n".join(parts)
 
 
