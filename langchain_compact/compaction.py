@@ -436,6 +436,8 @@ def _digest(messages: Sequence[BaseMessage]) -> str:
     h = hashlib.sha256()
     for m in messages:
         h.update(f"{m.id}|{m.type}|".encode())
+        if kind_of(m) == KIND_SUMMARY:
+            continue  # its id already digests its span; its text quotes time-stamped refs
         h.update(json.dumps(m.content, sort_keys=True, default=str).encode())
     return h.hexdigest()[:16]
 

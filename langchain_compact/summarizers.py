@@ -401,6 +401,8 @@ def fidelity_supplement(
         ):
             secondary.append("\n".join(dict.fromkeys([*key_lines(text), *result_gist(text)])))
         else:
+            if kind_of(msg) == KIND_SUMMARY and text.startswith(("[Summary #", "[Merged summary")):
+                text = text.partition("\n")[2]  # the header: index, count, archive reference
             primary.append(text)
         if isinstance(msg, AIMessage):
             primary.extend(render_call(c["name"], c["args"]) for c in msg.tool_calls)

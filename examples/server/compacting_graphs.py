@@ -19,7 +19,7 @@ Settings (environment variables, all optional):
                          ``LC_API_KEY`` (default ``"not-needed"``).
 ``LC_CHAT_CLASS``        ``module:Class`` of a ``ChatOpenAI`` subclass to use with ``LC_BASE_URL``.
 ``LC_MAX_TOKENS``        output cap sent to the OpenAI-compatible server.
-``LC_CONTEXT_WINDOW``    the model's input window in tokens (default: the model's profile; 3000
+``LC_CONTEXT_WINDOW``    the model's input window in tokens (default: the model's profile; 4000
                          for the demo model).
 ``LC_MAX_COMPACTIONS``   stop after this many compactions (default: no limit).
 ``LC_MEMORY_NAMESPACE``  comma-separated namespace labels (default ``memory,{user_id}``);
@@ -54,7 +54,7 @@ from langchain_compact import (
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
 from langchain_compact.memory import CompactionMemory, RunStore
 
-DEMO_WINDOW = 3000
+DEMO_WINDOW = 4000
 
 
 def _env_int(name: str) -> int | None:

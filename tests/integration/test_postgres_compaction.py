@@ -41,10 +41,10 @@ from tests.unit.test_persistence import (
 
 pytestmark = pytest.mark.postgres
 
-#: Micro-compactions and two compactions, no summary merge: summary ids then hash only
+#: Micro-compactions and several compactions, no summary merge: summary ids then hash only
 #: original messages, so they are the same in two runs whatever the archive's clock says.
 TASK = DependentTask(steps=16, payload_chars=1000, seed=11)
-CONFIG = CompactionConfig(context_window=1800, summary_budget_ratio=0.4)
+CONFIG = CompactionConfig(context_window=2400, summary_budget_ratio=0.5)
 CRASH_POINTS = [("micro-compaction", 1), ("compaction", 1), ("compaction", 2)]
 
 
