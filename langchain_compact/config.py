@@ -40,7 +40,7 @@ DEFAULT_SUMMARY_BUDGET_RATIO = 0.25
 DEFAULT_THRASH_LIMIT = 3
 DEFAULT_LARGE_TOOL_RESULT_CHARS = 5_000
 """The seed's fixed cut (characters); now used only where no context window is known."""
-DEFAULT_MICRO_TRIGGER_RATIO = 0.5
+DEFAULT_MICRO_TRIGGER_RATIO = 0.75
 DEFAULT_MICRO_TARGET_RATIO = 0.3
 DEFAULT_LARGE_RESULT_RATIO = 0.2
 DEFAULT_FOLD_RATIO = 1.0
@@ -78,9 +78,9 @@ class CompactionConfig:
 
     micro_trigger_ratio: float = DEFAULT_MICRO_TRIGGER_RATIO
     """Micro-compaction's pressure gate: below ``micro_trigger_ratio * context_window`` no
-    tool result is cleared or cut (default 0.5, the ratio of Anthropic's ``clear_tool_uses``
-    default of 100k input tokens to a 200k window; never above ``trigger_ratio``). An agent
-    with room pays nothing."""
+    tool result is cleared or cut (default 0.75, the full-compaction trigger: clearing is
+    tried first where a compaction would run, and an agent with room pays nothing, not even
+    a broken prompt cache; never above ``trigger_ratio``)."""
 
     micro_target_ratio: float = DEFAULT_MICRO_TARGET_RATIO
     """Once the gate is passed, the oldest read results are cleared in one batch until the
@@ -132,7 +132,7 @@ class CompactionConfig:
     reply_reserve_tokens: int | None = None
     """Tokens kept free for the model's reply. A call "fits" when the context is at most
     ``context_window - reply_reserve_tokens``; a run stops only when it does not fit.
-    ``None`` (default): a tenth of the window, at most 4,096."""
+    ``None`` (default): a twentieth of the window, at most 4,096."""
 
     task_max_ratio: float = DEFAULT_TASK_MAX_RATIO
     """Under pressure, a pinned original task larger than ``task_max_ratio * context_window``
@@ -258,7 +258,7 @@ class CompactionConfig:
             return None
         reserve = self.reply_reserve_tokens
         if reserve is None:
-            reserve = min(DEFAULT_REPLY_RESERVE_CAP, self.context_window // 10)
+            reserve = min(DEFAULT_REPLY_RESERVE_CAP, self.context_window // 20)
         return self.context_window - reserve
 
     @property

@@ -165,12 +165,15 @@ class CompactionNodes:
         on whenever the next call fits the window minus the reply reserve; still over the
         trigger but fitting is reported (event ``over_trigger``), not a stop, and no new
         compaction runs until the context grows (see ``compaction.effective_trigger``)."""
-        if state.get("transition") != "compacted":
+        transition = state.get("transition")
+        if transition not in ("compacted", "nothing_to_compact"):
             return "stop"
         tokens = context_tokens(self._messages(state), counter=self.counter, tools=self.tools)
         fit = self.config.fit_tokens or 0
         if tokens > fit:
             return "stop"
+        if transition == "nothing_to_compact":  # nothing to gain, but the call fits
+            return "model"
         trigger = self.config.trigger_tokens or 0
         if tokens >= trigger:
             _emit({"event": "over_trigger", "tokens": tokens, "trigger": trigger, "fit": fit})

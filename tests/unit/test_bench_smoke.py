@@ -197,8 +197,12 @@ def test_next_call_fits_counts_the_reply() -> None:
 
 
 def test_tool_only_policy_never_restates_a_value() -> None:
-    from langchain_compact.demo import ToolOnlyPolicy, tool_only_tools
-    from langchain_compact.demo import ContextReadingPolicy, DependentTask
+    from langchain_compact.demo import (
+        ContextReadingPolicy,
+        DependentTask,
+        ToolOnlyPolicy,
+        tool_only_tools,
+    )
 
     task = DependentTask(steps=2, payload_chars=0)
     tools = tool_only_tools(task)

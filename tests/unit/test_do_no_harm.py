@@ -265,8 +265,9 @@ def test_a_cleared_placeholder_keeps_its_facts_visible() -> None:
     log = "\n".join(f"INFO line {i} of the build" for i in range(600))
     history: list[BaseMessage] = [HumanMessage("Task: build.", id="task")]
     history += tool_round(1, log + "\norder_id = QX-4821\nRESULT step=1 value=766457")
-    for i in range(2, 7):
+    for i in range(2, 9):
         history += tool_round(i, source_file(4_000, seed=i))
+    assert approximate_tokens(history) > config.micro_trigger_tokens  # type: ignore[operator]
     out = micro_compact([*history, AIMessage("next", id="n")], config)
     cleared = out[2]
     assert kind_of(cleared) == KIND_CLEARED
