@@ -42,6 +42,7 @@ from langchain_compact.microcompact import (
     clear_tool_results,
     cut_task,
     large_result_limit,
+    shrink_unread,
     truncate_large_tool_results,
     unread_start,
 )
@@ -363,6 +364,10 @@ def _slim_tail(
         )
         + slim[read:]
     )
+    if unread_need > 0:
+        slim = shrink_unread(
+            slim, need=unread_need, config=config, counter=counter, archived=archived
+        )
     changed = [a for a, b in zip(tail, slim, strict=True) if a is not b]
     todo = [m for m in changed if not get_meta(m).get("archive_ref")]
     todo = maybe_redact(todo, config.redactor)
@@ -571,6 +576,8 @@ def _steps(
         # The next call would not fit: every read result in the tail goes, and as the last
         # resort the unread ones are digested, largest first.
         tail = yield from _slim_tail(tail, config, archive, thread_id, counter, keep=0)
+        if size() > local_fit and supplement:  # then the new summary's supplement
+            body = body[: len(body) - len(supplement) - 2]
         if size() > local_fit:
             need = size() - local_fit
             tail = yield from _slim_tail(

@@ -584,18 +584,24 @@ def shrink_unread(
     counter: TokenCounter = approximate_tokens,
     archived: bool = True,
 ) -> list[BaseMessage]:
-    """Digest the results the model has not read yet, largest first, until ``need`` tokens
-    are freed: the last resort when they cannot fit the window at all. The caller archives
-    the originals of the changed messages."""
+    """Digest the results the model has not read yet (tool results, and long observations
+    that agents without native tool calls send as user messages), largest first, until
+    ``need`` tokens are freed: the last resort when they cannot fit the window at all. The
+    caller archives the originals of the changed messages."""
     out = list(messages)
     names = tool_names(out)
     excluded = set(config.micro_exclude_tools)
+    task_i = original_task_index(out)
     unread = [
         i
         for i in range(unread_start(out), len(out))
-        if isinstance(out[i], ToolMessage)
-        and kind_of(out[i]) not in _DONE
-        and result_name(out[i], names) not in excluded
+        if kind_of(out[i]) is None
+        and i != task_i
+        and (
+            (isinstance(out[i], ToolMessage) and result_name(out[i], names) not in excluded)
+            # Agents without native tool calls get their observations as user messages.
+            or (isinstance(out[i], HumanMessage) and len(tool_result_text(out[i])) > 2_000)
+        )
     ]
     sizes = {i: _tokens(tool_result_text(out[i]), counter) for i in unread}
     anchor = _usage_anchor(out)

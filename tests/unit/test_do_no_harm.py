@@ -426,3 +426,22 @@ def test_a_custom_counter_is_not_mixed_with_approximate_tokens() -> None:
     history = [*first.messages, *tool_round(7, "more " * 200), *tool_round(8, "x " * 100)]
     second = compact_history(history, config=config, counter=chars)
     assert second.merged == 0, "two small summaries are far under a 10,000-character budget"
+
+
+def test_a_compaction_digests_an_unread_result_only_when_the_call_cannot_fit() -> None:
+    from langchain_compact import compact_history
+
+    config = CompactionConfig(context_window=4_000, keep_last_n=2)
+    history: list[BaseMessage] = [
+        SystemMessage("rules " * 1_300, id="sys"),
+        HumanMessage("Task: read the logs.", id="task"),
+    ]
+    for i in range(3):
+        history += tool_round(i, source_file(1_500, seed=i))
+    history += tool_round(9, source_file(8_000, seed=9))  # unread, about 2,300 tokens
+    result = compact_history(history, config=config)
+    newest = result.messages[-1]
+    assert kind_of(newest) == KIND_TRUNCATED, "the last resort: the call could not fit"
+    assert result.tokens_after <= config.fit_tokens  # type: ignore[operator]
+    roomy = compact_history(history, config=config.replace(context_window=8_000))
+    assert roomy.messages[-1].content == history[-1].content, "with room it stays whole"
