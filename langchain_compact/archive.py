@@ -140,7 +140,7 @@ class JsonlArchive(_u.ArchiveBase):
 
     def _fix(self, problem: str | OSError) -> str:
         if isinstance(problem, OSError):
-            problem = f"{problem.strerror or problem} ({problem.filename})"
+            problem = f"{problem.strerror or problem} ({problem.filename or self.directory})"
         return (
             f"Cannot use the transcript archive at {self.directory}: {problem}. Pass "
             "JsonlArchive(directory=...) a writable folder (created if missing) or fix its "

@@ -390,3 +390,24 @@ def test_store_record_cache_is_bounded_by_bytes() -> None:
     for i in range(10):
         cache.get(("ns",), f"ref{i}", big)
     assert cache._cache._bytes <= 2 << 20 and len(cache._cache._items) == 2
+
+
+def test_a_disk_full_error_names_the_archive_folder_not_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    from langchain_core.messages import ToolMessage
+
+    from langchain_compact.archive import ArchiveError, JsonlArchive
+
+    archive = JsonlArchive(tmp_path / "memory")
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")  # no file name, like fsync
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(ArchiveError) as info:
+        archive.write([ToolMessage("42", tool_call_id="c1")], thread_id="t", reason="r")
+    assert "(None)" not in str(info.value) and str(tmp_path / "memory") in str(info.value)
