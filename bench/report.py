@@ -449,7 +449,7 @@ _CHEAPER = {
 WHY: dict[str, Callable[[str], str]] = {
     "overhead": lambda p: (
         f"{_name(p)} does {_CHEAPER.get(p, 'less per call')}; ours runs micro-compaction on "
-        "every call (a scan for tool results to clear or cut, not only over the trigger) and "
+        "every call (a scan for read results to digest, and the pressure check) and "
         "the usage-anchored count twice (once in micro-compaction, once in the routing "
         "decision), each a few passes over the message metadata. That fixed work dominates "
         "at 50 messages; at thousands of messages it is the metadata passes (a known "
@@ -462,13 +462,13 @@ WHY: dict[str, Callable[[str], str]] = {
         "half."
     ),
     "stopped": lambda p: (
-        "ours ends the run, with a message to the user, instead of calling the model when a "
-        "compaction cannot bring the context under the trigger (0.75 x window), as the spec "
-        "asks (no loop), or when nothing is left to compact and the call would not fit the "
-        "window. In a 4k window that is mostly the SWE-agent and OpenHands transcripts, whose "
-        "system prompt plus pinned task (up to a 31k-character in-context demonstration) "
-        "already fill it. Peers never stop: they keep calling the model, over the window or "
-        "without the task (see those columns)."
+        "ours ends the run, with a message to the user, instead of calling the model only "
+        "when its estimate of the next call is over the window minus a reply reserve (a "
+        "twentieth of the window) even after compacting. In a 4k window that is mostly the "
+        "SWE-agent and OpenHands transcripts, whose system prompt, pinned task and newest "
+        "observation leave little room; the 'next call fits' count judges with the reply the "
+        "transcript actually gave, which is smaller than the reserve. Peers never stop: they "
+        "keep calling the model, over the window or without the task (see those columns)."
     ),
     "input_tokens": lambda p: (
         f"{_name(p)} "
@@ -500,23 +500,25 @@ WHY: dict[str, Callable[[str], str]] = {
             else "kept more of the planted values in its summary"
         )
         + "; ours summarises user and assistant messages (the shared extractive "
-        "summarizer keeps the first and the newest key lines) and clears old tool results "
-        "to a placeholder after 3 newer ones (originals archived, reachable with the recall "
-        "tool, but not in the model input)."
+        "summarizer keeps the first and the newest key lines within its bound) and, under "
+        "pressure, clears old tool results to a placeholder that keeps their fact lines "
+        "(originals archived, reachable with the recall tool)."
     ),
     "task": lambda p: (
         f"{_name(p)} never removes a user message; ours pins the task in every compacted "
         "history, and misses it only in runs it stopped before the first model call."
     ),
     "fresh": lambda p: (
-        f"{_name(p)} leaves a result whole until its trigger; ours' micro-compaction "
-        "clears all but the newest few tool results and cuts long ones on every call, "
-        "pressure or not, so a result can reach the model cut or cleared on its first view."
+        f"{_name(p)} leaves a result whole until its trigger (and then sends calls over the "
+        "window, or summarises it away); ours never hides a result the model has not read "
+        "unless the call could not fit with it whole: none of ours' hidden results would "
+        "have fitted."
     ),
     "cache": lambda p: (
-        f"{_name(p)} changes the history only at its trigger; ours' micro-compaction "
-        "rewrites an older tool result on most calls, which breaks the cached prompt prefix "
-        "from that message on."
+        f"{_name(p)} changes the history only at its trigger, and in small windows keeps "
+        "calling over the window or with invalid inputs instead (see those columns); ours "
+        "lets every result reach the model whole, so in a window a few results fill it "
+        "compacts more often, and each compaction breaks the cached prefix."
     ),
     "dependent": lambda p: (
         f"{_name(p)} kept calling the model where ours stopped (see 'runs stopped' above)."
