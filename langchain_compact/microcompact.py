@@ -400,15 +400,18 @@ class _Budget:
     ) -> None:
         self.tokens = context_tokens(messages, counter=counter, tools=tools, verify_anchor=verify)
 
+    @staticmethod
+    def delta(old: BaseMessage, new: BaseMessage) -> int:
+        """Tokens freed by replacing ``old`` with ``new`` (``saved_tokens`` accumulates the
+        savings made since one usage report)."""
+        before, after = get_meta(old), get_meta(new)
+        same = before.get("usage_anchor") == after.get("usage_anchor")
+        credited = int(before.get("saved_tokens", 0)) if same else 0
+        return int(after.get("saved_tokens", 0)) - credited
+
     def apply(self, old: BaseMessage, new: BaseMessage) -> None:
         """Account for ``old`` replaced by ``new`` (both carry their savings metadata)."""
-        before, after = get_meta(old), get_meta(new)
-        credited = (
-            int(before.get("saved_tokens", 0))
-            if before.get("usage_anchor") == after.get("usage_anchor")
-            else 0
-        )
-        self.tokens -= int(after.get("saved_tokens", 0)) - credited
+        self.tokens -= self.delta(old, new)
 
 
 def large_result_limit(config: CompactionConfig, counter: TokenCounter) -> tuple[int, str]:
@@ -516,7 +519,7 @@ def micro_compact(
             new = _clear_one(msg, template, result_name(msg, names), counter, anchor)
             if new is not None:
                 changes.append((i, new))
-                freed += int(get_meta(new)["saved_tokens"])
+                freed += budget.delta(msg, new)
         if freed < config.micro_clear_at_least:
             return
         for i, new in changes:
