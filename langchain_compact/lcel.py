@@ -129,7 +129,21 @@ class MessageCompactor:
                 f"compact_messages takes a list of messages (or a prompt value), not a "
                 f"{type(messages).__name__}; wrap a single message in a list: [message]."
             )
-        return list(convert_to_messages(messages))
+        items = list(messages)
+        try:
+            return list(convert_to_messages(items))
+        except (ValueError, TypeError, NotImplementedError) as exc:
+            for i, item in enumerate(items):  # name the message that cannot be converted
+                try:
+                    convert_to_messages([item])
+                except (ValueError, TypeError, NotImplementedError):
+                    raise InvalidHistoryError(
+                        f"messages[{i}] is not a message langchain can read "
+                        f"({type(item).__name__}: {str(item)[:80]}); pass BaseMessage objects, "
+                        "(role, content) tuples or dicts with 'role' and 'content'.",
+                        index=i,
+                    ) from exc
+            raise
 
     def _thread(self, config: RunnableConfig | None) -> str:
         """The run's ``configurable.thread_id`` (so recall finds what this run archived),

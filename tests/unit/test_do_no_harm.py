@@ -445,3 +445,16 @@ def test_a_compaction_digests_an_unread_result_only_when_the_call_cannot_fit() -
     assert result.tokens_after <= config.fit_tokens  # type: ignore[operator]
     roomy = compact_history(history, config=config.replace(context_window=8_000))
     assert roomy.messages[-1].content == history[-1].content, "with room it stays whole"
+
+
+@pytest.mark.parametrize("k", [0, 2, 4])
+def test_lcel_names_the_message_it_cannot_read(k: int) -> None:
+    history: list[Any] = [
+        HumanMessage("Task.", id="task"),
+        *tool_round(1, "ok"),
+        *tool_round(2, "ok"),
+    ]
+    history[k] = {"oops": 1}
+    with pytest.raises(InvalidHistoryError, match=rf"messages\[{k}\]") as info:
+        compact_messages(history, config=CompactionConfig(context_window=1_000))
+    assert info.value.index == k
