@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from langchain_compact._render import word_prefix
+
 __all__ = ["FACTS_MARK", "fact_lines", "placeholder_facts", "result_gist", "with_facts"]
 
 FACTS_MARK = "\nfacts kept: "
@@ -38,8 +40,7 @@ def _clip(line: str) -> str:
     """``line`` within the width, cut between words (a number cut short is a wrong fact)."""
     if len(line) <= _WIDTH:
         return line
-    cut = line.rfind(" ", 0, _WIDTH - 4)
-    return (line[:cut] if cut > 0 else "") + " ..."
+    return word_prefix(line[: _WIDTH - 4]).rstrip() + " ..."
 
 
 def _score(line: str) -> int | None:

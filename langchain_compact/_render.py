@@ -237,10 +237,10 @@ def _cut_to_tokens(text: str, max_tokens: int) -> str:
     while text and (tokens := _tokens(text)) > max_tokens:
         text = text[: int(len(text) * max_tokens / tokens * 0.95)]
     # Never end inside a word: a number cut short ("841070" -> "84107") is a wrong fact.
-    return _word_prefix(text)
+    return word_prefix(text)
 
 
-def _word_prefix(text: str) -> str:
+def word_prefix(text: str) -> str:
     """``text`` without a trailing partial word (cut at the last whitespace)."""
     if not text or text[-1].isspace():
         return text

@@ -19,7 +19,6 @@ from langchain_core.runnables import RunnableConfig
 from langchain_compact._facts import placeholder_facts, result_gist
 from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact._render import (
-    _word_prefix,
     context_of,
     fit_sections,
     key_lines,
@@ -28,6 +27,7 @@ from langchain_compact._render import (
     render_transcript,
     salient_items,
     salient_rank,
+    word_prefix,
 )
 from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
 from langchain_compact.errors import SummarizerError
@@ -223,7 +223,7 @@ class LLMSummarizer:
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     # Cut between words: a number cut short would read as another number.
-    return text if len(text) <= limit else _word_prefix(text[: limit - 3]) + " ..."
+    return text if len(text) <= limit else word_prefix(text[: limit - 3]) + " ..."
 
 
 def _observation_lines(text: str) -> list[str]:
