@@ -22,6 +22,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from langchain_compact import _archive_files as _f
 from langchain_compact import _archive_util as _u
 from langchain_compact._cli_common import CliError, load_chat_model, message_tokens, pick_counter
 from langchain_compact._cli_inspect import micro_compact
@@ -123,8 +124,7 @@ class StagedArchive(JsonlArchive):
         self._made_target = False
 
     def _fix(self, problem: str | OSError) -> str:
-        if isinstance(problem, OSError):
-            problem = _named(problem, self.target.directory)
+        # The target's message names its folder when the OS error carries no file name.
         return self.target._fix(problem)
 
     def _ensure(self) -> None:
@@ -148,10 +148,9 @@ class StagedArchive(JsonlArchive):
     ) -> str:
         """Stage ``messages`` (or return the ref ``target`` already has for them)."""
         digest = _u.serialise(messages).digest[:16]
-        folder = self.target._folder(thread_id)
-        if folder.is_dir():
-            for existing in sorted(folder.glob(f"transcript_*_{digest}.jsonl")):
-                return existing.stem
+        existing = _f.find_record(self.target._folder(thread_id), digest, thread_id)
+        if existing is not None:
+            return existing
         self._ensure()
         ref = super().write(messages, thread_id=thread_id, reason=reason, metadata=metadata)
         if (thread_id, ref) not in self.staged:
@@ -195,13 +194,6 @@ class StagedArchive(JsonlArchive):
             if self._made_target:  # leave no empty archive folder behind
                 with suppress(OSError):
                     self.target.directory.rmdir()
-
-
-def _named(exc: OSError, where: Path) -> OSError:
-    """``exc`` with a file name (a failed write() or fsync() carries none)."""
-    if exc.filename:
-        return exc
-    return OSError(exc.errno, exc.strerror or str(exc), str(where))
 
 
 # --------------------------------------------------------------------------- compact
