@@ -212,10 +212,10 @@ def decide(
     window = config.context_window or fit
     fold_limit = config._tokens(config.fold_ratio)
     fold = fold_limit is not None and removed_since_boundary(messages) >= fold_limit
-    if fold:
+    info = compaction_info(messages) if fold or tokens >= trigger else None
+    if fold and info is not None:
         # Folding is routine upkeep: it waits out the cooldown and never spends the last
         # compaction the user allows.
-        info = compaction_info(messages)
         if info.count and info.turns_since < config.cooldown_turns:
             fold = False
         if config.max_compactions is not None and info.count + 1 >= config.max_compactions:
@@ -229,7 +229,7 @@ def decide(
         return Decision(
             "compact", tokens, trigger, "the results cleared since the last compaction are due"
         )
-    info = compaction_info(messages)
+    assert info is not None  # computed above whenever tokens >= trigger
     if config.max_compactions is not None and info.count >= config.max_compactions:
         return Decision(
             "stop",

@@ -292,14 +292,6 @@ def _clear_candidates(
     return out
 
 
-def _shrink(text: str, keep_chars: int, digest: Callable[[str], str] | None) -> str:
-    """Head + tail + key lines of ``text`` in about ``keep_chars`` characters, or the
-    digest function's result."""
-    if digest is not None:
-        return digest(text)
-    return structured_digest(text, max_chars=keep_chars)
-
-
 def _truncate_one(
     msg: BaseMessage,
     *,
@@ -317,7 +309,8 @@ def _truncate_one(
     else:
         template = HUMAN_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE
         name, ref = "user message", f"message id {msg.id}"
-    body = _shrink(text, keep_chars, digest)
+    # The configured digest (e.g. an LLM's), else a structured one within ``keep_chars``.
+    body = digest(text) if digest is not None else structured_digest(text, max_chars=keep_chars)
     note = template.format(
         omitted=max(0, len(text) - len(body)), name=name, chars=len(text), tool_call_id=ref
     )

@@ -393,12 +393,10 @@ def context_tokens(
     boundary, stale_ids = newest_boundary(messages)
     scale, overhead = _boundary_calibration(messages, boundary)
     found = _fresh_anchor(messages, boundary, stale_ids)
-    if (
-        found is not None
-        and verify_anchor
-        and not anchor_describes(messages, counter=counter, tools=tools)
-    ):
-        found = None
+    if found is not None and verify_anchor:
+        pair = _reported_and_local(messages, counter, tools, found)
+        if pair is not None and pair[0] < MIN_REPORTED_SHARE * pair[1]:
+            found = None
     if found is not None:
         i, anchored, credit = found
         rest = messages[i + 1 :]
@@ -501,13 +499,19 @@ def calibration(
 
 
 def _reported_and_local(
-    messages: Sequence[BaseMessage], counter: TokenCounter, tools: Sequence[Any] | None
+    messages: Sequence[BaseMessage],
+    counter: TokenCounter,
+    tools: Sequence[Any] | None,
+    anchor: tuple[int, int, int] | None = None,
 ) -> tuple[int, int] | None:
-    boundary, stale_ids = newest_boundary(messages)
-    found = _fresh_anchor(messages, boundary, stale_ids)
-    if found is None:
-        return None
-    i, _anchored, credit = found
+    """The newest usage report's ``input_tokens`` and the local count of what it described
+    (``anchor``: that report, when the caller has found it already)."""
+    if anchor is None:
+        boundary, stale_ids = newest_boundary(messages)
+        anchor = _fresh_anchor(messages, boundary, stale_ids)
+        if anchor is None:
+            return None
+    i, _anchored, credit = anchor
     usage = getattr(messages[i], "usage_metadata", None) or {}
     reported = int(usage.get("input_tokens", 0))
     local = _local(messages[:i], counter) + credit
