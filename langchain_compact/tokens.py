@@ -521,9 +521,9 @@ def _reported_and_local(
             if isinstance(counter, TiktokenCounter)
             else approximate_tokens([], tools=tools)
         )
-    if reported <= 0 or local <= 0:
+    if local <= 0:
         return None
-    return reported, local
+    return max(0, reported), local  # a report of 0 input tokens describes no list
 
 
 def anchor_describes(

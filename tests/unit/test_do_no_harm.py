@@ -458,3 +458,14 @@ def test_lcel_names_the_message_it_cannot_read(k: int) -> None:
     with pytest.raises(InvalidHistoryError, match=rf"messages\[{k}\]") as info:
         compact_messages(history, config=CompactionConfig(context_window=1_000))
     assert info.value.index == k
+
+
+def test_lcel_one_shot_ignores_a_usage_report_of_zero_input_tokens() -> None:
+    history = lcel_history(12, 3_000)
+    usage = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}  # a fake model's
+    history.append(AIMessage("next", id="last", usage_metadata=usage))
+    config = CompactionConfig(context_window=8_000)
+    assert context_tokens(history) == 0  # trusted blindly
+    assert context_tokens(history, verify_anchor=True) == approximate_tokens(history)
+    out = compact_messages(history, config=config)
+    assert approximate_tokens(out) <= config.fit_tokens  # type: ignore[operator]
