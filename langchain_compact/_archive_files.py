@@ -16,15 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from langchain_compact._archive_util import (
-    ArchiveError,
-    ArchiveWarning,
     BoundedCache,
-    CorruptRecordError,
     Record,
     decode,
     is_ref,
     parse_ref,
 )
+from langchain_compact.errors import ArchiveError, ArchiveWarning, CorruptRecordError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLAIM_PREFIX = ".claim-"
@@ -178,8 +176,12 @@ def publish_once(folder: Path, ref: str, data: bytes, thread_id: str) -> str:
                             os.unlink(claim)
                     continue
                 if found is None:  # the holder died before publishing: finish its work
-                    with suppress(FileExistsError):
+                    try:
                         os.link(claim, folder / f"{owner}.jsonl")
+                    except FileExistsError:
+                        pass
+                    except FileNotFoundError:  # the holder was alive and released: look again
+                        continue
                     _fsync_folder(folder)
                 with suppress(FileNotFoundError):  # the record exists: the claim is spent
                     os.unlink(claim)
