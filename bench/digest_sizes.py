@@ -2,7 +2,7 @@
 
 For every tool result over 5,000 characters in the shared transcripts (and, for the agents
 without native tool calls, every user observation over 5,000 characters after the task), it
-reports the structure :func:`~langchain_compact._digest.detect_structure` finds, the digest
+reports the structure :func:`~langchain_compact.digest.detect_structure` finds, the digest
 size against the original at ``max_chars=2,000``, the time per digest, and how many of the
 result's identifiers, paths, URLs and hashes the digest keeps against a head + tail cut of the
 same size. Then synthetic results where the fact that matters sits where a head + tail
@@ -21,8 +21,8 @@ from collections import Counter, defaultdict
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from bench.workloads import load_transcripts
-from langchain_compact._digest import detect_structure, structured_digest
 from langchain_compact._render import salient_items, salient_rank, tool_result_text
+from langchain_compact.digest import detect_structure, structured_digest
 
 LARGE = 5_000
 

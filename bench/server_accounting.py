@@ -48,16 +48,16 @@ from langgraph.prebuilt import ToolNode
 from typing_extensions import NotRequired
 
 from langchain_compact import (
-    EVENT_KEY,
     CompactionConfig,
     CompactionState,
     JsonlArchive,
     TiktokenCounter,
     add_compaction,
     approximate_tokens,
-    context_tokens,
-    last_boundary_index,
 )
+from langchain_compact.history import last_boundary_index
+from langchain_compact.markers import EVENT_KEY
+from langchain_compact.tokens import context_tokens
 
 RESULTS = Path(__file__).resolve().parent / "results" / "server_accounting.json"
 

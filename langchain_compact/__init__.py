@@ -2,129 +2,77 @@
 
 Clears old tool results, summarises old history when the real token usage crosses a
 threshold, keeps the user's original task and every hard constraint, archives what it
-removes, and stops instead of looping. See the README for the three ways to use it:
-``add_compaction`` on your graph, ``compact_messages`` in an LCEL chain,
-``create_compacting_agent``; and ``langchain_compact.middleware.CompactionMiddleware`` for
-``langchain.agents.create_agent`` (extra ``agents``).
+removes, and stops instead of looping. Four ways in, over one core
+(:class:`~langchain_compact.core.Compactor`):
+
+- :func:`add_compaction` on your own ``StateGraph`` (or :func:`create_compacting_agent`);
+- :class:`CompactionMiddleware` for ``langchain.agents.create_agent`` (extra ``agents``);
+- :func:`compact_messages` / :class:`MessageCompactor` in an LCEL chain.
+
+The top level holds those integrations and the core types. The rest is reachable from its
+module: the markers a UI needs (:mod:`langchain_compact.markers`), history helpers
+(:mod:`langchain_compact.history`), token counting (:mod:`langchain_compact.tokens`),
+digests (:mod:`langchain_compact.digest`), redaction (:mod:`langchain_compact.redaction`),
+all errors (:mod:`langchain_compact.errors`), the one-shot compaction functions
+(:mod:`langchain_compact.compaction`).
 """
 
-from langchain_compact._digest import llm_digest, structured_digest
+from typing import TYPE_CHECKING
+
 from langchain_compact.archive import (
-    ArchivedMessage,
-    ArchiveError,
     JsonlArchive,
     StoreArchive,
     TranscriptArchive,
     make_recall_tool,
 )
-from langchain_compact.compaction import (
-    CompactionInfo,
-    CompactionResult,
-    Decision,
-    acompact_history,
-    compact_history,
-    compaction_info,
-    decide,
-    stop_message,
-)
+from langchain_compact.compaction import compaction_info
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import (
     CompactionError,
-    CompactionWarning,
     ConfigError,
     ContextOverflowError,
     InvalidHistoryError,
     SummarizerError,
 )
 from langchain_compact.graph import (
-    EVENT_KEY,
     CompactionNodes,
     CompactionState,
     add_compaction,
     create_compacting_agent,
-    resolve_context_window,
-)
-from langchain_compact.history import (
-    find_safe_cut,
-    last_boundary_index,
-    original_task_index,
-    repair_history,
-    validate_history,
 )
 from langchain_compact.lcel import MessageCompactor, compact_messages
-from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
-from langchain_compact.redaction import Redactor, redact_messages, redact_secrets
-from langchain_compact.summarizers import (
-    DEFAULT_SUMMARY_PROMPT,
-    SUMMARIZER_TAG,
-    ExtractiveSummarizer,
-    LLMSummarizer,
-    Summarizer,
-    fidelity_supplement,
-)
-from langchain_compact.tokens import (
-    TiktokenCounter,
-    TokenCounter,
-    TokenizerUnavailableWarning,
-    approximate_tokens,
-    context_tokens,
-    provision_tiktoken_cache,
-)
+from langchain_compact.memory import CompactionMemory
+from langchain_compact.summarizers import ExtractiveSummarizer, LLMSummarizer, Summarizer
+from langchain_compact.tokens import TiktokenCounter, approximate_tokens
+
+if TYPE_CHECKING:  # typed for checkers; imported on first use (needs the `agents` extra)
+    from langchain_compact.middleware import CompactionMiddleware
 
 __all__ = [
-    "DEFAULT_SUMMARY_PROMPT",
-    "EVENT_KEY",
-    "SUMMARIZER_TAG",
-    "ArchiveError",
-    "ArchivedMessage",
     "CompactionConfig",
     "CompactionError",
-    "CompactionInfo",
+    "CompactionMemory",
+    "CompactionMiddleware",
     "CompactionNodes",
-    "CompactionResult",
     "CompactionState",
-    "CompactionWarning",
     "ConfigError",
     "ContextOverflowError",
-    "Decision",
     "ExtractiveSummarizer",
     "InvalidHistoryError",
     "JsonlArchive",
     "LLMSummarizer",
     "MessageCompactor",
-    "Redactor",
     "StoreArchive",
     "Summarizer",
     "SummarizerError",
     "TiktokenCounter",
-    "TokenCounter",
-    "TokenizerUnavailableWarning",
     "TranscriptArchive",
-    "acompact_history",
     "add_compaction",
     "approximate_tokens",
-    "clear_tool_results",
-    "compact_history",
     "compact_messages",
     "compaction_info",
-    "context_tokens",
     "create_compacting_agent",
-    "decide",
-    "fidelity_supplement",
-    "find_safe_cut",
-    "last_boundary_index",
-    "llm_digest",
     "make_recall_tool",
-    "original_task_index",
-    "provision_tiktoken_cache",
-    "redact_messages",
-    "redact_secrets",
-    "repair_history",
-    "resolve_context_window",
-    "stop_message",
-    "structured_digest",
-    "truncate_large_tool_results",
-    "validate_history",
 ]
 
 __version__ = "0.1.0"

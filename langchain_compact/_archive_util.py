@@ -21,8 +21,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_from_dict, messages_to_dict
 
-from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, META_KEY
-from langchain_compact.errors import CompactionError
+from langchain_compact.errors import ArchiveError
+from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, META_KEY
 
 REF_PREFIX = "transcript_"
 _REF_RE = re.compile(r"^transcript_(\d{8}T\d{12}Z)_([0-9a-f]{16})$")
@@ -32,18 +32,6 @@ _PLACEHOLDER_KINDS = frozenset({KIND_CLEARED, KIND_TRUNCATED})
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ENCODING = "utf-8"
 _ERRORS = "surrogatepass"  # lone surrogates in model output must not make a write fail
-
-
-class ArchiveError(CompactionError):
-    """The transcript archive cannot be written or read, or a ref/argument is invalid."""
-
-
-class CorruptRecordError(ArchiveError):
-    """An archive file is empty, not JSON, truncated or not of this thread."""
-
-
-class ArchiveWarning(UserWarning):
-    """An unreadable archive record was skipped while searching (the others are used)."""
 
 
 # --- serialisation ---------------------------------------------------------------------

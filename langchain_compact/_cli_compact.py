@@ -26,7 +26,6 @@ from langchain_compact import _archive_files as _f
 from langchain_compact import _archive_util as _u
 from langchain_compact._cli_common import CliError, load_chat_model, message_tokens, pick_counter
 from langchain_compact._cli_inspect import micro_compact
-from langchain_compact._meta import with_meta
 from langchain_compact._transcripts import (
     Container,
     Transcript,
@@ -39,6 +38,7 @@ from langchain_compact.compaction import compact_history
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import HistoryRepair, repair_report, validate_history
+from langchain_compact.markers import with_meta
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter
 

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_compact._cli_common import message_tokens
-from langchain_compact._meta import KIND_CLEARED, kind_of, with_meta
 from langchain_compact._transcripts import Transcript
 from langchain_compact.compaction import CompactionResult, compact_history
 from langchain_compact.config import CompactionConfig
+from langchain_compact.markers import KIND_CLEARED, kind_of, with_meta
 from langchain_compact.microcompact import micro_compact as package_micro_compact
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter

@@ -22,9 +22,9 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import NotRequired
 
 from langchain_compact._cli_common import load_chat_model
-from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.config import CompactionConfig
 from langchain_compact.demo import ContextReadingPolicy, DependentTask, TaskVerdict
+from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.tokens import approximate_tokens, context_tokens
 
 __all__ = ["DEFAULT_STEPS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "Turn", "run_demo"]

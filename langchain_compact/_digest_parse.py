@@ -1,4 +1,4 @@
-"""Parsing for :mod:`langchain_compact._digest`: structure detection, field statistics and
+"""Parsing for :mod:`langchain_compact.digest`: structure detection, field statistics and
 blob scrubbing. Every function is linear in its input and raises nothing on any string
 (:func:`detect` treats a detector's exception as "not this structure")."""
 

@@ -1,4 +1,4 @@
-"""Section builders of :mod:`langchain_compact._digest`: the lines of a JSON, table or log
+"""Section builders of :mod:`langchain_compact.digest`: the lines of a JSON, table or log
 digest, each with a priority (lower is kept first when the digest must shrink)."""
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from langchain_compact._meta import KIND_PINNED_TASK, KIND_SUMMARY, get_meta, kind_of, with_meta
 from langchain_compact.errors import ConfigError
 from langchain_compact.history import original_task_index
+from langchain_compact.markers import KIND_PINNED_TASK, KIND_SUMMARY, get_meta, kind_of, with_meta
 
 __all__ = ["MemoryRecord"]
 
@@ -109,7 +109,8 @@ class MemoryRecord:
 
         Example:
             >>> from langchain_core.messages import AIMessage
-            >>> from langchain_compact import CompactionConfig, compact_history
+            >>> from langchain_compact import CompactionConfig
+            >>> from langchain_compact.compaction import compact_history
             >>> history = [HumanMessage("Task: count to 9", id="t")]
             >>> history += [AIMessage(f"{i}", id=f"a{i}") for i in range(1, 9)]
             >>> done = compact_history(history, config=CompactionConfig(keep_last_n=2))

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage
 
-from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, SummarizerError
+from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, check_summary_text
 
 if TYPE_CHECKING:

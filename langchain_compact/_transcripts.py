@@ -30,14 +30,14 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 
-from langchain_compact._meta import (
+from langchain_compact.errors import CompactionError
+from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_SUMMARY,
     KIND_TRUNCATED,
     META_KEY,
     with_meta,
 )
-from langchain_compact.errors import CompactionError
 from langchain_compact.microcompact import DEFAULT_PLACEHOLDER
 
 __all__ = [

@@ -24,13 +24,8 @@ from langgraph.store.base import BaseStore, Item
 from langchain_compact import _archive_files as _f
 from langchain_compact import _archive_util as _u
 from langchain_compact import _recall
-from langchain_compact._archive_util import (
-    ArchivedMessage,
-    ArchiveError,
-    ArchiveWarning,
-    CorruptRecordError,
-)
-from langchain_compact.errors import ConfigError
+from langchain_compact._archive_util import ArchivedMessage
+from langchain_compact.errors import ArchiveError, ArchiveWarning, ConfigError, CorruptRecordError
 
 __all__ = [
     "DEFAULT_ARCHIVE_DIR",
@@ -51,7 +46,7 @@ DEFAULT_RECALL_TOOL_NAME = "recall_archived"
 _STORE_PAGE = 100
 
 # Defined next to the code that uses them; public (documented, pickled) as archive.<name>.
-ArchiveError.__module__ = ArchivedMessage.__module__ = ArchiveWarning.__module__ = __name__
+ArchivedMessage.__module__ = __name__
 
 
 @runtime_checkable

@@ -12,21 +12,10 @@ import json
 import logging
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from langchain_compact._meta import (
-    KIND_CLEARED,
-    KIND_PINNED_TASK,
-    KIND_STOP,
-    KIND_SUMMARY,
-    KIND_TRUNCATED,
-    get_meta,
-    kind_of,
-    newest_boundary,
-    with_meta,
-)
 from langchain_compact._ops import (
     _archive_step,
     _Op,
@@ -38,6 +27,18 @@ from langchain_compact._restore import _ReadOp
 from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
+from langchain_compact.markers import (
+    KIND_CLEARED,
+    KIND_PINNED_TASK,
+    KIND_STOP,
+    KIND_SUMMARY,
+    KIND_TRUNCATED,
+    Action,
+    get_meta,
+    kind_of,
+    newest_boundary,
+    with_meta,
+)
 from langchain_compact.microcompact import (
     clear_tool_results,
     cut_task,
@@ -119,7 +120,7 @@ class CompactionInfo:
 class Decision:
     """What the routing edge should do next."""
 
-    action: Literal["continue", "compact", "stop"]
+    action: Action
     tokens: int
     trigger: int
     reason: str

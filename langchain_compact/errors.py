@@ -7,10 +7,13 @@ what to do about it.
 from __future__ import annotations
 
 __all__ = [
+    "ArchiveError",
+    "ArchiveWarning",
     "CompactionError",
     "CompactionWarning",
     "ConfigError",
     "ContextOverflowError",
+    "CorruptRecordError",
     "InvalidHistoryError",
     "SummarizerError",
 ]
@@ -67,3 +70,15 @@ class ContextOverflowError(CompactionError):
 class CompactionWarning(UserWarning):
     """A setting works, but probably not as intended with this model (the message says why
     and what to change)."""
+
+
+class ArchiveError(CompactionError):
+    """The transcript archive cannot be written or read, or a ref/argument is invalid."""
+
+
+class CorruptRecordError(ArchiveError):
+    """An archive file is empty, not JSON, truncated or not of this thread."""
+
+
+class ArchiveWarning(UserWarning):
+    """An unreadable archive record was skipped while searching (the others are used)."""

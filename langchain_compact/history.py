@@ -14,14 +14,14 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_compact._meta import (
+from langchain_compact.errors import InvalidHistoryError
+from langchain_compact.markers import (
     KIND_PINNED_TASK,
     KIND_STOP,
     KIND_SUMMARY,
     kind_of,
     newest_boundary,
 )
-from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.tokens import _check_message
 
 __all__ = [

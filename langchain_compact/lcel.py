@@ -23,11 +23,11 @@ from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
-from langchain_compact._meta import get_meta, with_meta
 from langchain_compact.compaction import CompactionResult, acompact_history, compact_history, decide
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError, ContextOverflowError, InvalidHistoryError
 from langchain_compact.graph.nodes import resolve_context_window
+from langchain_compact.markers import get_meta, with_meta
 from langchain_compact.microcompact import micro_compact
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer

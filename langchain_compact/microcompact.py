@@ -20,9 +20,18 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langchain_compact._digest import structured_digest
 from langchain_compact._facts import with_facts
-from langchain_compact._meta import (
+from langchain_compact._render import tool_result_text
+from langchain_compact.config import (
+    DEFAULT_LARGE_TOOL_RESULT_CHARS,
+    DEFAULT_MICRO_KEEP,
+    DEFAULT_MICRO_MIN_CHARS,
+    CompactionConfig,
+)
+from langchain_compact.digest import structured_digest
+from langchain_compact.errors import ConfigError
+from langchain_compact.history import original_task_index
+from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_PINNED_TASK,
     KIND_SUMMARY,
@@ -31,15 +40,6 @@ from langchain_compact._meta import (
     kind_of,
     with_meta,
 )
-from langchain_compact._render import tool_result_text
-from langchain_compact.config import (
-    DEFAULT_LARGE_TOOL_RESULT_CHARS,
-    DEFAULT_MICRO_KEEP,
-    DEFAULT_MICRO_MIN_CHARS,
-    CompactionConfig,
-)
-from langchain_compact.errors import ConfigError
-from langchain_compact.history import original_task_index
 from langchain_compact.tokens import (
     TiktokenCounter,
     TokenCounter,

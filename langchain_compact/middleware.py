@@ -33,6 +33,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from langchain_compact.config import CompactionConfig
 from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
+from langchain_compact.markers import Transition
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -48,9 +49,9 @@ Update = dict[str, Any]
 class CompactionAgentState(AgentState[Any]):
     """``create_agent``'s state plus the keys compaction writes (the graph's; all optional)."""
 
-    transition: NotRequired[str]
+    transition: NotRequired[Transition]
     """What the hook did last: ``"continue"``, ``"micro_compacted"``, ``"compacted"``,
-    ``"stopped"`` (see :data:`langchain_compact.graph.state.Transition`)."""
+    ``"stopped"`` (see :data:`langchain_compact.markers.Transition`)."""
     compaction_count: NotRequired[int]
     """Full compactions in this thread so far."""
     last_compaction: NotRequired[dict[str, Any]]
@@ -150,7 +151,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         config = _run_config(runtime)
         micro = self.nodes.micro(dict(state), config)
         current, route = self._route(state, micro)
-        compacted = self.nodes.summarize(current, config) if route == "summarize" else None
+        compacted = self.nodes.summarize(current, config) if route == "compact" else None
         return self._finish(current, micro, route, compacted)
 
     @hook_config(can_jump_to=["end"])
@@ -161,7 +162,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         config = _run_config(runtime)
         micro = await self.nodes.amicro(dict(state), config)
         current, route = self._route(state, micro)
-        compacted = await self.nodes.asummarize(current, config) if route == "summarize" else None
+        compacted = await self.nodes.asummarize(current, config) if route == "compact" else None
         return self._finish(current, micro, route, compacted)
 
     # ------------------------------------------------------------------ shared body

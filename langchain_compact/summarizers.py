@@ -17,7 +17,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 
 from langchain_compact._facts import placeholder_facts, result_gist
-from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact._render import (
     context_of,
     fit_sections,
@@ -31,6 +30,7 @@ from langchain_compact._render import (
 )
 from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
 from langchain_compact.errors import SummarizerError
+from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact.microcompact import tool_result_text
 from langchain_compact.tokens import approximate_tokens
 

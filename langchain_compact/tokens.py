@@ -28,8 +28,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from langchain_compact._meta import get_meta, newest_boundary
 from langchain_compact.errors import InvalidHistoryError
+from langchain_compact.markers import get_meta, newest_boundary
 
 __all__ = [
     "TiktokenCounter",

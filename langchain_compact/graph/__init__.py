@@ -1,12 +1,11 @@
 """LangGraph integration: state schema, nodes, routing edges, wiring, prebuilt agent."""
 
 from langchain_compact.graph.agent import create_compacting_agent
-from langchain_compact.graph.nodes import EVENT_KEY, CompactionNodes, resolve_context_window
+from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
 from langchain_compact.graph.state import CompactionState
 from langchain_compact.graph.wiring import add_compaction
 
 __all__ = [
-    "EVENT_KEY",
     "CompactionNodes",
     "CompactionState",
     "add_compaction",

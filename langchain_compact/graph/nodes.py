@@ -18,7 +18,6 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langchain_compact._meta import get_meta, with_meta
 from langchain_compact.compaction import (
     CompactionResult,
     acompact_history,
@@ -29,6 +28,7 @@ from langchain_compact.compaction import (
 )
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, CompactionWarning, ConfigError
+from langchain_compact.markers import EVENT_KEY, Action, get_meta, with_meta
 from langchain_compact.microcompact import micro_compact
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 __all__ = ["CompactionNodes", "resolve_context_window"]
 
 logger = logging.getLogger("langchain_compact")
-
-EVENT_KEY = "langchain_compact"
-"""Key of the custom stream events (``stream_mode="custom"``)."""
 
 
 def resolve_context_window(
@@ -150,16 +147,14 @@ class CompactionNodes:
                 "add_compaction."
             ) from None
 
-    def route(self, state: dict[str, Any]) -> Literal["model", "summarize", "stop"]:
-        """Edge in front of the model: over the trigger -> summarize; limit hit -> stop."""
-        decision = decide(
+    def route(self, state: dict[str, Any]) -> Action:
+        """Edge in front of the model: ``"continue"`` to the model, ``"compact"`` when over
+        the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action)."""
+        return decide(
             self._messages(state), config=self.config, counter=self.counter, tools=self.tools
-        )
-        if decision.action == "compact":
-            return "summarize"
-        return "stop" if decision.action == "stop" else "model"
+        ).action
 
-    def after_summarize(self, state: dict[str, Any]) -> Literal["model", "stop"]:
+    def after_summarize(self, state: dict[str, Any]) -> Literal["continue", "stop"]:
         """Edge after a compaction. Dirty-value protection: the last usage numbers describe
         the old history, so judge the new one by a (calibrated) local estimate. The run goes
         on whenever the next call fits the window minus the reply reserve; still over the
@@ -173,7 +168,7 @@ class CompactionNodes:
         if tokens > fit:
             return "stop"
         if transition == "nothing_to_compact":  # nothing to gain, but the call fits
-            return "model"
+            return "continue"
         trigger = self.config.trigger_tokens or 0
         if tokens >= trigger:
             _emit({"event": "over_trigger", "tokens": tokens, "trigger": trigger, "fit": fit})
@@ -184,7 +179,7 @@ class CompactionNodes:
                 trigger,
                 fit,
             )
-        return "model"
+        return "continue"
 
     # ------------------------------------------------------------------ micro
 

@@ -7,12 +7,9 @@ from typing import Any
 from langgraph.graph import MessagesState
 from typing_extensions import NotRequired
 
-__all__ = ["CompactionState", "Transition"]
+from langchain_compact.markers import Transition
 
-Transition = str
-"""What just happened: ``"continue"`` (nothing), ``"micro_compacted"`` (old tool results
-cleared), ``"compacted"`` (a summary replaced the history), ``"stopped"`` (the run ended
-with a message to the user) or ``"summarizer_failed"``."""
+__all__ = ["CompactionState", "Transition"]
 
 
 class CompactionState(MessagesState):

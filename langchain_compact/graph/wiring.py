@@ -120,10 +120,10 @@ def add_compaction(
     builder.add_conditional_edges(
         gate,
         nodes.route,
-        {"model": model_node, "summarize": names["summarize"], "stop": names["stop"]},
+        {"continue": model_node, "compact": names["summarize"], "stop": names["stop"]},
     )
     builder.add_conditional_edges(
-        names["summarize"], nodes.after_summarize, {"model": model_node, "stop": names["stop"]}
+        names["summarize"], nodes.after_summarize, {"continue": model_node, "stop": names["stop"]}
     )
     builder.add_edge(names["stop"], END)
     return builder

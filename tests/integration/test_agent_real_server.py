@@ -44,15 +44,15 @@ from bench.server_accounting import (
     usage_anchor,
 )
 from langchain_compact import (
-    EVENT_KEY,
     CompactionConfig,
     JsonlArchive,
     approximate_tokens,
     create_compacting_agent,
-    decide,
-    last_boundary_index,
     make_recall_tool,
 )
+from langchain_compact.compaction import decide
+from langchain_compact.history import last_boundary_index
+from langchain_compact.markers import EVENT_KEY
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
 

@@ -19,9 +19,10 @@ import pytest
 from langchain_core.messages import convert_to_messages
 
 from bench._langgraph_dev import EXAMPLE_MODULE, DevServer, langgraph_dev
-from langchain_compact import EVENT_KEY, compaction_info
+from langchain_compact import compaction_info
 from langchain_compact._archive_util import thread_key
 from langchain_compact.demo import DependentTask
+from langchain_compact.markers import EVENT_KEY
 from langchain_compact.memory import MemoryRecord, acontinue_on_server
 
 pytestmark = [pytest.mark.langgraph_server, pytest.mark.timeout(600)]

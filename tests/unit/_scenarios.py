@@ -24,7 +24,6 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field, SkipValidation
 
 from langchain_compact import CompactionConfig, SummarizerError
-from langchain_compact._meta import KIND_STOP, kind_of
 from langchain_compact.compaction import (
     CompactionResult,
     Decision,
@@ -33,7 +32,8 @@ from langchain_compact.compaction import (
     stop_message,
 )
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
-from langchain_compact.graph import EVENT_KEY, add_compaction
+from langchain_compact.graph import add_compaction
+from langchain_compact.markers import EVENT_KEY, KIND_STOP, kind_of
 from langchain_compact.microcompact import micro_compact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
 from langchain_compact.tokens import approximate_tokens

@@ -31,7 +31,6 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
 from langchain_compact import _archive_util
-from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, with_meta
 from langchain_compact.archive import (
     ArchivedMessage,
     ArchiveError,
@@ -41,6 +40,7 @@ from langchain_compact.archive import (
     make_recall_tool,
 )
 from langchain_compact.errors import CompactionError, ConfigError
+from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, with_meta
 from tests._data import all_trajectories, load_trajectory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -20,12 +20,12 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 
-from langchain_compact._meta import KIND_SUMMARY, kind_of
 from langchain_compact._transcripts import TranscriptError, dump_transcript, load_transcript
 from langchain_compact.archive import JsonlArchive
 from langchain_compact.cli import main
 from langchain_compact.demo import ContextReadingPolicy
 from langchain_compact.history import validate_history
+from langchain_compact.markers import KIND_SUMMARY, kind_of
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 OPENAI_KEYS = {"role", "content", "tool_calls", "tool_call_id"}

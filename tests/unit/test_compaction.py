@@ -25,8 +25,7 @@ from langchain_core.messages import (
 )
 
 import langchain_compact._ops as ops_module
-from langchain_compact import CompactionConfig, SummarizerError, validate_history
-from langchain_compact._meta import KIND_PINNED_TASK, KIND_SUMMARY, get_meta, kind_of, with_meta
+from langchain_compact import CompactionConfig, SummarizerError
 from langchain_compact.compaction import (
     CompactionResult,
     acompact_history,
@@ -34,6 +33,8 @@ from langchain_compact.compaction import (
     decide,
 )
 from langchain_compact.demo import DependentTask
+from langchain_compact.history import validate_history
+from langchain_compact.markers import KIND_PINNED_TASK, KIND_SUMMARY, get_meta, kind_of, with_meta
 from langchain_compact.summarizers import ExtractiveSummarizer, LLMSummarizer, Summarizer
 from langchain_compact.tokens import approximate_tokens, context_tokens
 

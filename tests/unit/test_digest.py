@@ -18,8 +18,9 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import FakeListChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from langchain_compact import _digest, _digest_parse, _digest_sections, _render
-from langchain_compact._digest import detect_structure, llm_digest, structured_digest
+from langchain_compact import _digest_parse, _digest_sections, _render
+from langchain_compact import digest as digest_module
+from langchain_compact.digest import detect_structure, llm_digest, structured_digest
 from langchain_compact.errors import ConfigError
 from langchain_compact.summarizers import SUMMARIZER_TAG
 
@@ -282,7 +283,7 @@ def test_detection_and_digest_are_idempotent(text: str, max_chars: int) -> None:
 
 def _steps(func: Callable[[], object]) -> int:
     """Python lines executed in the digest modules while ``func`` runs (deterministic)."""
-    files = {m.__file__ for m in (_digest, _digest_parse, _digest_sections, _render)}
+    files = {m.__file__ for m in (digest_module, _digest_parse, _digest_sections, _render)}
     count = 0
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:

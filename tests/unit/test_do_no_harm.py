@@ -30,15 +30,7 @@ from langchain_compact import (
     LLMSummarizer,
     MessageCompactor,
     compact_messages,
-    context_tokens,
     create_compacting_agent,
-)
-from langchain_compact._meta import (
-    KIND_CLEARED,
-    KIND_PINNED_TASK,
-    KIND_TRUNCATED,
-    get_meta,
-    kind_of,
 )
 from langchain_compact.demo import (
     ContextReadingPolicy,
@@ -47,8 +39,15 @@ from langchain_compact.demo import (
     tool_only_tools,
 )
 from langchain_compact.errors import CompactionWarning, ContextOverflowError, InvalidHistoryError
+from langchain_compact.markers import (
+    KIND_CLEARED,
+    KIND_PINNED_TASK,
+    KIND_TRUNCATED,
+    get_meta,
+    kind_of,
+)
 from langchain_compact.microcompact import micro_compact
-from langchain_compact.tokens import approximate_tokens
+from langchain_compact.tokens import approximate_tokens, context_tokens
 
 BIG_WINDOW = 128_000
 
@@ -288,13 +287,13 @@ def test_over_the_trigger_but_fitting_goes_on_and_reports_it() -> None:
     new = update["messages"][1:]
     tokens = context_tokens(new)
     assert config.trigger_tokens <= tokens <= config.fit_tokens  # type: ignore[operator]
-    assert nodes.after_summarize({"messages": new, "transition": "compacted"}) == "model"
+    assert nodes.after_summarize({"messages": new, "transition": "compacted"}) == "continue"
 
 
 def test_estimate_after_a_compaction_follows_the_providers_tokenizer() -> None:
     # The provider counts 1.3x what the local counter does: the estimate right after a
     # compaction (no usage report yet) follows the provider, not the local count.
-    from langchain_compact import compact_history
+    from langchain_compact.compaction import compact_history
 
     history: list[BaseMessage] = [HumanMessage("Task: read.", id="task")]
     for i in range(6):
@@ -405,7 +404,7 @@ def test_excluded_tools_are_found_by_their_call_name_and_never_cut() -> None:
 def test_summary_role_system_warns_for_anthropic_models() -> None:
     from langchain_anthropic import ChatAnthropic
 
-    from langchain_compact import resolve_context_window
+    from langchain_compact.graph import resolve_context_window
 
     model = ChatAnthropic(model="claude-sonnet-4-5", api_key="test")  # type: ignore[call-arg]
     with pytest.warns(CompactionWarning, match="summary_role='human'"):
@@ -413,7 +412,7 @@ def test_summary_role_system_warns_for_anthropic_models() -> None:
 
 
 def test_a_custom_counter_is_not_mixed_with_approximate_tokens() -> None:
-    from langchain_compact import compact_history
+    from langchain_compact.compaction import compact_history
 
     def chars(messages: Sequence[BaseMessage]) -> int:
         return sum(len(m.text) for m in messages)
@@ -429,7 +428,7 @@ def test_a_custom_counter_is_not_mixed_with_approximate_tokens() -> None:
 
 
 def test_a_compaction_digests_an_unread_result_only_when_the_call_cannot_fit() -> None:
-    from langchain_compact import compact_history
+    from langchain_compact.compaction import compact_history
 
     config = CompactionConfig(context_window=4_000, keep_last_n=2)
     history: list[BaseMessage] = [

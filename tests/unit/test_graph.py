@@ -39,8 +39,11 @@ from langchain_core.messages import (
 from langchain_core.tools import StructuredTool
 
 import langchain_compact.summarizers as summarizers_module
-from langchain_compact import CompactionConfig, validate_history
-from langchain_compact._meta import (
+from langchain_compact import CompactionConfig
+from langchain_compact.compaction import decide
+from langchain_compact.demo import DependentTask
+from langchain_compact.history import validate_history
+from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_PINNED_TASK,
     KIND_STOP,
@@ -49,8 +52,6 @@ from langchain_compact._meta import (
     get_meta,
     kind_of,
 )
-from langchain_compact.compaction import decide
-from langchain_compact.demo import DependentTask
 from langchain_compact.summarizers import SUMMARIZER_TAG, LLMSummarizer
 from langchain_compact.tokens import approximate_tokens, context_tokens
 

@@ -22,7 +22,6 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langchain_compact._meta import KIND_PINNED_TASK, KIND_STOP, KIND_SUMMARY, with_meta
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import (
     INTERRUPTED_RESULT,
@@ -34,6 +33,7 @@ from langchain_compact.history import (
     repair_report,
     validate_history,
 )
+from langchain_compact.markers import KIND_PINNED_TASK, KIND_STOP, KIND_SUMMARY, with_meta
 
 TRANSCRIPTS = all_trajectories()
 PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

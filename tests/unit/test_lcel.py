@@ -16,10 +16,10 @@ from langchain_compact import (
     JsonlArchive,
     MessageCompactor,
     compact_messages,
-    validate_history,
 )
-from langchain_compact._meta import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
+from langchain_compact.history import validate_history
+from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of
 
 CONFIG = CompactionConfig(context_window=4000)
 

@@ -14,16 +14,11 @@ from langgraph.graph import START, StateGraph
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from langchain_compact import (
-    CompactionConfig,
-    CompactionState,
-    StoreArchive,
-    add_compaction,
-    compact_history,
-)
-from langchain_compact._meta import KIND_SUMMARY, kind_of
+from langchain_compact import CompactionConfig, CompactionState, StoreArchive, add_compaction
+from langchain_compact.compaction import compact_history
 from langchain_compact.demo import ContextReadingPolicy
 from langchain_compact.errors import ConfigError
+from langchain_compact.markers import KIND_SUMMARY, kind_of
 from langchain_compact.memory import (
     CompactionMemory,
     MemoryRecord,

@@ -17,9 +17,9 @@ from _data import all_trajectories, load_trajectory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_compact._facts import with_facts
-from langchain_compact._meta import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import validate_history
+from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.microcompact import (
     DEFAULT_PLACEHOLDER,
     clear_tool_results,

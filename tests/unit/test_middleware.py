@@ -21,10 +21,17 @@ from langgraph.runtime import Runtime
 from pydantic import Field
 
 from langchain_compact import CompactionConfig, ConfigError
-from langchain_compact._meta import KIND_CLEARED, KIND_STOP, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.archive import JsonlArchive
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
-from langchain_compact.graph import EVENT_KEY, CompactionNodes, create_compacting_agent
+from langchain_compact.graph import CompactionNodes, create_compacting_agent
+from langchain_compact.markers import (
+    EVENT_KEY,
+    KIND_CLEARED,
+    KIND_STOP,
+    KIND_TRUNCATED,
+    get_meta,
+    kind_of,
+)
 from langchain_compact.middleware import CompactionMiddleware
 from langchain_compact.summarizers import LLMSummarizer
 

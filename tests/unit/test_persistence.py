@@ -54,7 +54,10 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.store.memory import InMemoryStore
 
 from langchain_compact import CompactionConfig, _archive_util
-from langchain_compact._meta import (
+from langchain_compact.archive import JsonlArchive, StoreArchive, make_recall_tool
+from langchain_compact.demo import ContextReadingPolicy, DependentTask
+from langchain_compact.graph import CompactionNodes, CompactionState, add_compaction
+from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_STOP,
     KIND_SUMMARY,
@@ -62,9 +65,6 @@ from langchain_compact._meta import (
     get_meta,
     kind_of,
 )
-from langchain_compact.archive import JsonlArchive, StoreArchive, make_recall_tool
-from langchain_compact.demo import ContextReadingPolicy, DependentTask
-from langchain_compact.graph import CompactionNodes, CompactionState, add_compaction
 from langchain_compact.redaction import redact_secrets
 from langchain_compact.tokens import approximate_tokens
 from tests._data import all_trajectories, load_trajectory
@@ -286,7 +286,7 @@ def compact_transcript(
                 if kind_of(m) == KIND_CLEARED:
                     cleared[m.tool_call_id] = by_id[m.id].text
             apply(update)
-            if nodes.route(state) == "summarize":
+            if nodes.route(state) == "compact":
                 update = nodes.summarize(state, run)
                 assert update["transition"] == "compacted", update
                 compactions += 1

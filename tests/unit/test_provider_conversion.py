@@ -16,8 +16,10 @@ from langchain_anthropic.chat_models import _format_messages
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai.chat_models.base import _convert_message_to_dict
 
-from langchain_compact import CompactionConfig, validate_history
-from langchain_compact._meta import (
+from langchain_compact import CompactionConfig
+from langchain_compact.demo import DependentTask
+from langchain_compact.history import validate_history
+from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_PINNED_TASK,
     KIND_STOP,
@@ -25,7 +27,6 @@ from langchain_compact._meta import (
     KIND_TRUNCATED,
     kind_of,
 )
-from langchain_compact.demo import DependentTask
 
 SYSTEM = "You are a build agent. Follow the task exactly."
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from langchain_compact._meta import KIND_CLEARED, kind_of, with_meta
+from langchain_compact.markers import KIND_CLEARED, kind_of, with_meta
 from langchain_compact.redaction import redact_messages, redact_secrets
 
 _spec = importlib.util.spec_from_file_location(

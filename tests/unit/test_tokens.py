@@ -29,8 +29,8 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from langchain_compact import tokens as tokens_module
-from langchain_compact._meta import KIND_SUMMARY, with_meta
 from langchain_compact.errors import InvalidHistoryError
+from langchain_compact.markers import KIND_SUMMARY, with_meta
 from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.tokens import (
     TiktokenCounter,

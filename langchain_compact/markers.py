@@ -1,18 +1,34 @@
-"""Metadata markers written on messages this package creates or changes.
+"""The markers this package leaves, for UIs and your own code to recognise.
 
-Everything lives under ``message.response_metadata[META_KEY]`` (a plain dict), which
-provider integrations never send to the API, which survives LangGraph checkpointing and
-``messages_to_dict``, and which UIs can read to render summaries differently.
+Every message this package creates or changes carries a plain dict under
+``message.response_metadata[META_KEY]``: provider integrations never send it to the API, it
+survives LangGraph checkpointing and ``messages_to_dict``, and a UI can read it to render
+summaries, placeholders and stop messages differently. :func:`kind_of` says which of the
+``KIND_*`` a message is; :func:`get_meta` returns the whole dict (``archive_ref``,
+``saved_tokens``, ``count`` on a boundary, ...).
+
+Graph runs also report what they did: custom stream events under :data:`EVENT_KEY`
+(``stream_mode="custom"``) and the ``transition`` state key (:data:`Transition`).
+
+Example:
+    >>> from langchain_core.messages import HumanMessage
+    >>> kind_of(HumanMessage("hi")) is None
+    True
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
 
 META_KEY = "langchain_compact"
+"""Key under ``response_metadata`` of this package's marker dict."""
+
+EVENT_KEY = "langchain_compact"
+"""Key of the custom stream events (``stream_mode="custom"``): ``micro_compaction``,
+``compaction``, ``over_trigger``, ``stop``."""
 
 #: ``kind`` values.
 KIND_CLEARED = "cleared"  # tool result whose content was replaced by a placeholder (B3)
@@ -20,6 +36,25 @@ KIND_TRUNCATED = "truncated"  # oversized tool result cut to head + tail (B4)
 KIND_SUMMARY = "summary"  # a compaction summary; also the boundary marker (B5)
 KIND_PINNED_TASK = "pinned_task"  # the user's original task, pinned verbatim (B5)
 KIND_STOP = "stop"  # the message the stop node writes for the user (B6)
+
+Action = Literal["continue", "compact", "stop"]
+"""What to do before the next model call: call the model, compact first, or stop. The one
+vocabulary of :func:`~langchain_compact.compaction.decide`, the graph's routing edge and the
+middleware."""
+
+Transition = Literal[
+    "continue",
+    "micro_compacted",
+    "compacted",
+    "nothing_to_compact",
+    "summarizer_failed",
+    "stopped",
+]
+"""What the last compaction step did (the ``transition`` state key): nothing
+(``"continue"``), old tool results cleared (``"micro_compacted"``), a summary replaced the
+history (``"compacted"``), a compaction found nothing to take (``"nothing_to_compact"``) or
+every summarizer failed (``"summarizer_failed"``), the run ended with a message to the user
+(``"stopped"``)."""
 
 
 def get_meta(message: BaseMessage) -> dict[str, Any]:
