@@ -371,7 +371,7 @@ class Ours(Adapter):
     def _hook(self) -> tuple[list[BaseMessage], bool, str]:
         self._apply(self._timed(self.nodes.micro, self.state, _RUN_CONFIG))
         route = self._timed(self.nodes.route, self.state)
-        if route == "summarize":
+        if route == "compact":
             self._apply(self._timed(self.nodes.summarize, self.state, _RUN_CONFIG))
             route = self._timed(self.nodes.after_summarize, self.state)
         if route == "stop":
