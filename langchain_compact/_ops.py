@@ -1,9 +1,10 @@
-"""The I/O of one compaction, as values (sans-IO).
+"""The I/O of compaction, as values (sans-IO), and the one archive-then-tag step.
 
-:func:`langchain_compact.compaction.compact_history` is a generator that yields these
-operations (an archive write, a summarizer call) and receives their :class:`_Outcome`; the
-sync driver calls :meth:`run`, the async one awaits :meth:`arun`. The retry and fallback
-policy lives here once, for both.
+A compaction (:func:`langchain_compact.compaction.compact_history`) and a micro-compaction
+step (:func:`archive_and_tag`) are generators that yield these operations (an archive write
+or read, a summarizer call) and receive their :class:`Outcome`; :func:`drive` runs them
+synchronously (``op.run()``), :func:`adrive` awaits ``op.arun()``. The retry and fallback
+policy and the archive rule live here once, for both and for every integration.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import logging
 import threading
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.messages import BaseMessage
 
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, SummarizerError
-from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
+from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of, with_meta
+from langchain_compact.redaction import Redactor, maybe_redact
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, check_summary_text
 
 if TYPE_CHECKING:
@@ -31,22 +33,22 @@ logger = logging.getLogger("langchain_compact")
 
 
 @dataclass(frozen=True, slots=True)
-class _Outcome:
+class Outcome:
     value: Any = None
     error: BaseException | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class _ArchiveOp:
+class ArchiveOp:
     archive: TranscriptArchive
     messages: list[BaseMessage]
     thread_id: str
     reason: str
     metadata: dict[str, Any]
 
-    def run(self) -> _Outcome:
+    def run(self) -> Outcome:
         try:
-            return _Outcome(
+            return Outcome(
                 self.archive.write(
                     self.messages,
                     thread_id=self.thread_id,
@@ -55,11 +57,11 @@ class _ArchiveOp:
                 )
             )
         except Exception as exc:
-            return _Outcome(error=exc)
+            return Outcome(error=exc)
 
-    async def arun(self) -> _Outcome:
+    async def arun(self) -> Outcome:
         try:
-            return _Outcome(
+            return Outcome(
                 await self.archive.awrite(
                     self.messages,
                     thread_id=self.thread_id,
@@ -68,23 +70,23 @@ class _ArchiveOp:
                 )
             )
         except Exception as exc:
-            return _Outcome(error=exc)
+            return Outcome(error=exc)
 
 
 @dataclass(frozen=True, slots=True)
-class _SummarizeOp:
+class SummarizeOp:
     summarizer: Summarizer
     messages: list[BaseMessage]
     max_tokens: int
     timeout: float | None
 
-    def run(self) -> _Outcome:
+    def run(self) -> Outcome:
         if self.timeout is None:  # no limit: call in this thread, no helper thread needed
             try:
                 text = self.summarizer.summarize(self.messages, max_tokens=self.max_tokens)
-                return _Outcome(text)
+                return Outcome(text)
             except Exception as exc:
-                return _Outcome(error=exc)
+                return Outcome(error=exc)
         # A daemon thread, so a summarizer that hangs past its timeout cannot keep the
         # interpreter from exiting (a ThreadPoolExecutor worker is joined at exit). The call
         # runs in a copy of this context, so the model call keeps the graph's callbacks,
@@ -104,30 +106,74 @@ class _SummarizeOp:
 
         threading.Thread(target=call, name="langchain-compact-summarizer", daemon=True).start()
         try:
-            return _Outcome(future.result(timeout=self.timeout))
+            return Outcome(future.result(timeout=self.timeout))
         except concurrent.futures.TimeoutError:
-            return _Outcome(
+            return Outcome(
                 error=SummarizerError(f"the summarizer timed out after {self.timeout} s")
             )
         except Exception as exc:
-            return _Outcome(error=exc)
+            return Outcome(error=exc)
 
-    async def arun(self) -> _Outcome:
+    async def arun(self) -> Outcome:
         try:
             call = self.summarizer.asummarize(self.messages, max_tokens=self.max_tokens)
-            return _Outcome(await asyncio.wait_for(call, timeout=self.timeout))
+            return Outcome(await asyncio.wait_for(call, timeout=self.timeout))
         except asyncio.TimeoutError:
-            return _Outcome(
+            return Outcome(
                 error=SummarizerError(f"the summarizer timed out after {self.timeout} s")
             )
         except Exception as exc:
-            return _Outcome(error=exc)
+            return Outcome(error=exc)
 
 
-_Op = _ArchiveOp | _SummarizeOp
+@dataclass(frozen=True, slots=True)
+class ReadOp:
+    """Read one archive record (the originals a micro-compaction replaced)."""
+
+    archive: TranscriptArchive
+    ref: str
+    thread_id: str
+
+    def run(self) -> Outcome:
+        try:
+            return Outcome(self.archive.read(self.ref, thread_id=self.thread_id))
+        except Exception as exc:
+            return Outcome(error=exc)
+
+    async def arun(self) -> Outcome:
+        try:
+            return Outcome(await self.archive.aread(self.ref, thread_id=self.thread_id))
+        except Exception as exc:
+            return Outcome(error=exc)
 
 
-def _summary_bound(config: CompactionConfig) -> int:
+Op = ArchiveOp | SummarizeOp | ReadOp
+R = TypeVar("R")
+
+
+def drive(steps: Generator[Op, Outcome, R]) -> R:
+    """Run a sans-IO step generator to its result, doing each operation synchronously."""
+    outcome: Outcome | None = None
+    while True:
+        try:
+            op = steps.send(outcome) if outcome is not None else next(steps)
+        except StopIteration as done:
+            return cast("R", done.value)
+        outcome = op.run()
+
+
+async def adrive(steps: Generator[Op, Outcome, R]) -> R:
+    """Async twin of :func:`drive`: each operation is awaited."""
+    outcome: Outcome | None = None
+    while True:
+        try:
+            op = steps.send(outcome) if outcome is not None else next(steps)
+        except StopIteration as done:
+            return cast("R", done.value)
+        outcome = await op.arun()
+
+
+def summary_bound(config: CompactionConfig) -> int:
     """One summary's token bound: ``summary_max_tokens``, capped by the summary budget."""
     if config.context_window is None:
         return config.summary_max_tokens
@@ -135,9 +181,9 @@ def _summary_bound(config: CompactionConfig) -> int:
     return max(64, min(config.summary_max_tokens, budget))
 
 
-def _summarize_steps(
+def summarize_steps(
     summarizer: Summarizer, messages: list[BaseMessage], config: CompactionConfig, bound: int
-) -> Generator[_Op, _Outcome, tuple[str, str, list[str]]]:
+) -> Generator[Op, Outcome, tuple[str, str, list[str]]]:
     """Primary summarizer with retries, then the extractive fallback; never loses anything."""
     errors: list[str] = []
     chain: list[tuple[Summarizer, int]] = [(summarizer, config.summarizer_retries + 1)]
@@ -149,7 +195,7 @@ def _summarize_steps(
         local = type(candidate) is ExtractiveSummarizer
         timeout = None if local else config.summarizer_timeout
         for _ in range(attempts):
-            outcome = yield _SummarizeOp(candidate, messages, bound, timeout)
+            outcome = yield SummarizeOp(candidate, messages, bound, timeout)
             try:
                 if outcome.error is not None:
                     raise outcome.error
@@ -166,24 +212,65 @@ def _summarize_steps(
     )
 
 
-def _archive_step(
+def is_archived_placeholder(message: BaseMessage) -> bool:
+    """A cleared or cut result whose original is in the archive already (never re-archived)."""
+    return kind_of(message) in (KIND_CLEARED, KIND_TRUNCATED) and bool(
+        get_meta(message).get("archive_ref")
+    )
+
+
+def archive_originals(
     archive: TranscriptArchive | None,
     messages: list[BaseMessage],
+    *,
     thread_id: str,
     reason: str,
-    metadata: dict[str, Any],
-) -> Generator[_Op, _Outcome, str | None]:
-    todo = [
-        m
-        for m in messages
-        if not (kind_of(m) in (KIND_CLEARED, KIND_TRUNCATED) and get_meta(m).get("archive_ref"))
-    ]
+    redactor: Redactor | None,
+    metadata: dict[str, Any] | None = None,
+) -> Generator[Op, Outcome, str | None]:
+    """Archive ``messages`` (redacted first; placeholders already archived are skipped) and
+    return the record's ref, ``None`` when there is no archive or nothing to write.
+
+    Raises:
+        CompactionError: the write failed; the caller changes nothing.
+    """
+    todo = maybe_redact([m for m in messages if not is_archived_placeholder(m)], redactor)
     if archive is None or not todo:
         return None
-    outcome = yield _ArchiveOp(archive, todo, thread_id, reason, metadata)
+    outcome = yield ArchiveOp(archive, todo, thread_id, reason, dict(metadata or {}))
     if outcome.error is not None:
         raise CompactionError(
             f"archiving the compacted messages failed ({outcome.error}); nothing was changed. "
             "Fix the archive (path, permissions, store connection) and retry."
         ) from outcome.error
     return str(outcome.value)
+
+
+def archive_and_tag(
+    before: list[BaseMessage],
+    after: list[BaseMessage],
+    *,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    reason: str,
+    redactor: Redactor | None,
+) -> Generator[Op, Outcome, tuple[list[BaseMessage], str | None]]:
+    """The second half of every micro-compaction step (graph node, middleware, LCEL and a
+    compaction's tail slimming): the originals of the messages that changed from ``before``
+    to ``after`` are archived first, then each changed message without an ``archive_ref``
+    gets the new one (a result cut earlier keeps the ref that holds its original).
+
+    Returns:
+        ``after`` with the changed messages tagged, and the ref (``None``: nothing archived).
+    """
+    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
+    ref = yield from archive_originals(
+        archive, [before[i] for i in changed], thread_id=thread_id, reason=reason, redactor=redactor
+    )
+    if ref is None:
+        return list(after), None
+    out = list(after)
+    for i in changed:
+        if not get_meta(out[i]).get("archive_ref"):
+            out[i] = with_meta(out[i], archive_ref=ref)
+    return out, ref

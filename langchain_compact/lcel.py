@@ -15,7 +15,7 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from langchain_core.language_models import BaseChatModel
@@ -23,15 +23,16 @@ from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
-from langchain_compact.compaction import CompactionResult, acompact_history, compact_history, decide
+from langchain_compact._ops import Op, Outcome, adrive, drive
+from langchain_compact.compaction import CompactionResult
 from langchain_compact.config import CompactionConfig
+from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, thread_id_of
 from langchain_compact.errors import ConfigError, ContextOverflowError, InvalidHistoryError
 from langchain_compact.graph.nodes import resolve_context_window
-from langchain_compact.markers import get_meta, with_meta
-from langchain_compact.microcompact import micro_compact
-from langchain_compact.redaction import maybe_redact
-from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
+from langchain_compact.history import last_boundary_index
+from langchain_compact.markers import with_meta
+from langchain_compact.summarizers import Summarizer
+from langchain_compact.tokens import TokenCounter, approximate_tokens
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -94,7 +95,7 @@ class MessageCompactor:
         config: CompactionConfig | None = None,
         summarizer: Summarizer | None = None,
         archive: TranscriptArchive | None = None,
-        thread_id: str = "default",
+        thread_id: str = DEFAULT_THREAD_ID,
         model: BaseChatModel | None = None,
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
@@ -104,12 +105,17 @@ class MessageCompactor:
         if on_overflow not in ("raise", "pass"):
             raise ConfigError(f"on_overflow={on_overflow!r} is not allowed: use 'raise' or 'pass'.")
         self.on_overflow = on_overflow
-        self.config = resolve_context_window(config or CompactionConfig(), model)
-        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
-        self.archive = archive
+        # A chain's replies describe the compacted copy the chain sent, not the raw list it
+        # is called with: a usage report anchors only when it can describe the list at hand.
+        self.core = Compactor(
+            config=resolve_context_window(config or CompactionConfig(), model),
+            summarizer=summarizer,
+            archive=archive,
+            counter=counter,
+            tools=tools,
+            verify_anchor=True,
+        )
         self.thread_id = thread_id
-        self.counter = counter
-        self.tools = list(tools) if tools else None
         self.max_memo = max_memo
         # digest of the raw prefix -> compacted replacement of that prefix
         self._memo: OrderedDict[str, list[BaseMessage]] = OrderedDict()
@@ -117,6 +123,16 @@ class MessageCompactor:
         self._cleared: dict[str, BaseMessage] = {}
         self._lock = threading.Lock()
         self.compactions = 0
+
+    @property
+    def config(self) -> CompactionConfig:
+        """The settings in use (``context_window`` resolved)."""
+        return self.core.config
+
+    @property
+    def archive(self) -> TranscriptArchive | None:
+        """Where originals go before they are replaced."""
+        return self.core.archive
 
     # ------------------------------------------------------------------ pure parts
 
@@ -148,92 +164,43 @@ class MessageCompactor:
     def _thread(self, config: RunnableConfig | None) -> str:
         """The run's ``configurable.thread_id`` (so recall finds what this run archived),
         else the compactor's ``thread_id``."""
-        configurable = (config or {}).get("configurable") or {}
-        return str(configurable.get("thread_id") or self.thread_id)
+        return thread_id_of(config, self.thread_id)
 
-    def _tokens(self, msgs: list[BaseMessage]) -> int:
-        # A chain's replies describe the compacted copy the chain sent, not this raw list:
-        # a usage report anchors only when it can describe the list at hand.
-        return context_tokens(msgs, counter=self.counter, tools=self.tools, verify_anchor=True)
-
-    def _replay(self, raw: list[BaseMessage]) -> tuple[list[BaseMessage], list[str], int]:
+    def _replay(self, raw: list[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
         digests = _prefix_digests(raw)
         with self._lock:
             for cut in range(len(raw), 0, -1):
                 replacement = self._memo.get(digests[cut])
                 if replacement is not None:
                     self._memo.move_to_end(digests[cut])
-                    return [*replacement, *raw[cut:]], digests, cut
-        return list(raw), digests, 0
+                    return [*replacement, *raw[cut:]], digests
+        return list(raw), digests
 
-    def _micro(self, messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[BaseMessage]]:
-        # Clearing is monotonic, as in graph state: a result this compactor cleared or cut
-        # in an earlier call stays so (the raw input still has it whole). Those earlier
-        # changes were already in the input the newest usage report describes, so they carry
-        # no usage credit; only what changes in this call is archived and credited.
-        keys = [_message_digest(m).hex() for m in messages]
-        with self._lock:
-            before = [self._cleared.get(k, m) for k, m in zip(keys, messages, strict=True)]
-        out = micro_compact(
-            before,
-            self.config,
-            archived=self.archive is not None,
-            counter=self.counter,
-            tools=self.tools,
-            verify_anchor=True,
-        )
-        fresh: list[BaseMessage] = []
-        with self._lock:
-            for key, raw, prev, after in zip(keys, messages, before, out, strict=True):
-                if after is prev:
-                    continue
-                self._cleared[key] = with_meta(after, usage_anchor=None)
-                if prev is raw:  # first change of this original: archive it
-                    fresh.append(raw)
-        return out, maybe_redact(fresh, self.config.redactor)
+    def _steps(
+        self, messages: Any, thread_id: str
+    ) -> Generator[Op, Outcome, tuple[list[BaseMessage], list[str], list[BaseMessage], bool]]:
+        """Replay the memo, then the core's micro-compaction step, then the decision.
 
-    def _remember(
-        self,
-        raw: list[BaseMessage],
-        digests: list[str],
-        result_messages: list[BaseMessage],
-        tail_len: int,
-    ) -> None:
-        cut = len(raw) - tail_len
-        with self._lock:
-            self._memo[digests[cut]] = result_messages[: len(result_messages) - tail_len]
-            while len(self._memo) > self.max_memo:
-                self._memo.popitem(last=False)
-
-    # ------------------------------------------------------------------ sync / async
-
-    def _prepare(
-        self, messages: Any
-    ) -> tuple[list[BaseMessage], list[str], list[BaseMessage], list[BaseMessage]]:
+        Clearing is monotonic, as in graph state: a result this compactor cleared or cut in
+        an earlier call stays so (the raw input still has it whole, and its original is
+        archived already). Returns the raw list, its prefix digests, the list to send on,
+        and whether a full compaction is due.
+        """
         raw = self._coerce(messages)
-        msgs, digests, _ = self._replay(raw)
-        msgs, originals = self._micro(msgs)
-        return raw, digests, msgs, originals
-
-    def _archived_micro(
-        self, msgs: list[BaseMessage], originals: list[BaseMessage], ref: str
-    ) -> list[BaseMessage]:
-        return self._tag(msgs, originals, ref)
-
-    def _needs_compaction(self, msgs: list[BaseMessage]) -> bool:
-        decision = decide(
-            msgs,
-            config=self.config,
-            counter=self.counter,
-            tools=self.tools,
-            tokens=self._tokens(msgs),
-        )
+        replayed, digests = self._replay(raw)
+        keys = [_message_digest(m).hex() for m in replayed]
+        with self._lock:
+            before = [self._cleared.get(k, m) for k, m in zip(keys, replayed, strict=True)]
+        step = yield from self.core.micro_steps(before, thread_id)
+        with self._lock:
+            for key, prev, after in zip(keys, before, step.messages, strict=True):
+                if after is not prev:
+                    self._cleared[key] = with_meta(after, usage_anchor=None)
+        msgs = step.messages
+        decision = self.core.decide(msgs)
         if decision.action == "stop":
             self._overflow(decision.reason, msgs)
-        if decision.action == "compact":
-            self.compactions += 1
-            return True
-        return False
+        return raw, digests, msgs, decision.action == "compact"
 
     def _overflow(self, reason: str, msgs: list[BaseMessage]) -> None:
         """A chain cannot be stopped: raise (default) or log and pass the history on."""
@@ -241,73 +208,39 @@ class MessageCompactor:
             raise ContextOverflowError(reason, messages=list(msgs))
         logger.warning("compact_messages: %s; passing the history on (on_overflow='pass')", reason)
 
-    def _checked(self, msgs: list[BaseMessage]) -> list[BaseMessage]:
-        """After a compaction: the next call must fit the window (minus the reply reserve)."""
-        fit = self.config.fit_tokens
-        tokens = self._tokens(msgs)
-        if fit is not None and tokens > fit:
-            self._overflow(
-                f"the context is still {tokens} tokens after compacting, more than the {fit} "
-                "that fit the window with room for the reply",
-                msgs,
-            )
-        return msgs
-
-    def _compact_kwargs(self, thread_id: str) -> dict[str, Any]:
-        return {
-            "summarizer": self.summarizer,
-            "config": self.config,
-            "archive": self.archive,
-            "thread_id": thread_id,
-            "counter": self.counter,
-            "tools": self.tools,
-        }
-
     def _compacted(
         self, raw: list[BaseMessage], digests: list[str], result: CompactionResult
     ) -> list[BaseMessage]:
+        """Memoise the compaction under the digest of the raw prefix it replaced, then check
+        that the next call fits the window (minus the reply reserve)."""
+        self.compactions += 1
         if result.summary is not None:
-            self._remember(raw, digests, result.messages, self._tail_len(result.messages))
+            tail_len = len(result.messages) - last_boundary_index(result.messages) - 1
+            cut = len(raw) - tail_len
+            with self._lock:
+                self._memo[digests[cut]] = result.messages[: len(result.messages) - tail_len]
+                while len(self._memo) > self.max_memo:
+                    self._memo.popitem(last=False)
+        if self.core.after_compaction(result.messages) == "stop":
+            self._overflow(self.core.overflow_reason(result.messages), result.messages)
         return result.messages
 
     def __call__(self, messages: Any, config: RunnableConfig | None = None) -> list[BaseMessage]:
         thread_id = self._thread(config)
-        raw, digests, msgs, originals = self._prepare(messages)
-        if originals and self.archive is not None:
-            ref = self.archive.write(originals, thread_id=thread_id, reason="micro-compaction")
-            msgs = self._archived_micro(msgs, originals, ref)
-        if not self._needs_compaction(msgs):
+        raw, digests, msgs, due = drive(self._steps(messages, thread_id))
+        if not due:
             return msgs
-        result = compact_history(msgs, **self._compact_kwargs(thread_id))
-        return self._checked(self._compacted(raw, digests, result))
+        return self._compacted(raw, digests, self.core.compact(msgs, thread_id))
 
     async def acompact(
         self, messages: Any, config: RunnableConfig | None = None
     ) -> list[BaseMessage]:
         """Async twin of calling the compactor."""
         thread_id = self._thread(config)
-        raw, digests, msgs, originals = self._prepare(messages)
-        if originals and self.archive is not None:
-            ref = await self.archive.awrite(
-                originals, thread_id=thread_id, reason="micro-compaction"
-            )
-            msgs = self._archived_micro(msgs, originals, ref)
-        if not self._needs_compaction(msgs):
+        raw, digests, msgs, due = await adrive(self._steps(messages, thread_id))
+        if not due:
             return msgs
-        result = await acompact_history(msgs, **self._compact_kwargs(thread_id))
-        return self._checked(self._compacted(raw, digests, result))
-
-    @staticmethod
-    def _tail_len(messages: list[BaseMessage]) -> int:
-        for i in range(len(messages) - 1, -1, -1):
-            if get_meta(messages[i]).get("kind") == "summary":
-                return len(messages) - i - 1
-        return 0
-
-    @staticmethod
-    def _tag(msgs: list[BaseMessage], originals: list[BaseMessage], ref: str) -> list[BaseMessage]:
-        ids = {m.id for m in originals if m.id is not None}
-        return [with_meta(m, archive_ref=ref) if m.id in ids and get_meta(m) else m for m in msgs]
+        return self._compacted(raw, digests, await self.core.acompact(msgs, thread_id))
 
     def as_runnable(self) -> Runnable[Any, list[BaseMessage]]:
         """This compactor as a ``Runnable`` (sync and async)."""

@@ -1,9 +1,10 @@
-"""The compaction nodes and routing edges, as one object over shared settings.
+"""The compaction nodes and routing edges of a LangGraph graph, over one core.
 
-``CompactionNodes`` holds the config, summarizer, archive and counter; its methods are the
-LangGraph nodes (``micro``, ``summarize``, ``stop``; each a ``RunnableLambda`` with a sync
-and an async body over the same pure functions) and the edges (``route``,
-``after_summarize``, plain functions returning ``Literal``).
+``CompactionNodes`` wraps a :class:`~langchain_compact.core.Compactor` (config, summarizer,
+archive, counter, tools); its methods are the LangGraph nodes (``micro``, ``summarize``,
+``stop``; each a ``RunnableLambda`` with a sync and an async body) and the edges (``route``,
+``after_summarize``, plain functions returning ``Literal``). They only turn the core's
+results into state updates.
 """
 
 from __future__ import annotations
@@ -18,21 +19,13 @@ from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langchain_compact.compaction import (
-    CompactionResult,
-    acompact_history,
-    compact_history,
-    compaction_info,
-    decide,
-    stop_message,
-)
+from langchain_compact.compaction import CompactionResult
 from langchain_compact.config import CompactionConfig
+from langchain_compact.core import Compactor, MicroStep, thread_id_of
 from langchain_compact.errors import CompactionError, CompactionWarning, ConfigError
-from langchain_compact.markers import EVENT_KEY, Action, get_meta, with_meta
-from langchain_compact.microcompact import micro_compact
-from langchain_compact.redaction import maybe_redact
-from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
+from langchain_compact.markers import Action
+from langchain_compact.summarizers import Summarizer
+from langchain_compact.tokens import TokenCounter, approximate_tokens
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -84,20 +77,6 @@ def _check_summary_role(config: CompactionConfig, model: BaseChatModel | None) -
         )
 
 
-def _thread_id(config: RunnableConfig | None) -> str:
-    configurable = (config or {}).get("configurable") or {}
-    return str(configurable.get("thread_id") or "default")
-
-
-def _emit(event: dict[str, Any]) -> None:
-    try:
-        from langgraph.config import get_stream_writer
-
-        get_stream_writer()({EVENT_KEY: event})
-    except Exception:  # outside a graph run, or custom streaming not requested
-        pass
-
-
 class CompactionNodes:
     """Nodes and edges that add compaction to a graph; see :func:`add_compaction`.
 
@@ -123,18 +102,35 @@ class CompactionNodes:
         messages_key: str = "messages",
         memory: CompactionMemory | None = None,
     ) -> None:
-        if config.context_window is None:
-            raise ConfigError(
-                "CompactionNodes needs CompactionConfig(context_window=...); or use "
-                "resolve_context_window(config, model) to read it from the model's profile."
-            )
-        self.config = config
-        self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
-        self.archive = archive
-        self.counter = counter
-        self.tools = list(tools) if tools else None
+        self.core = Compactor(
+            config=config,
+            summarizer=summarizer,
+            archive=archive,
+            counter=counter,
+            tools=tools,
+            memory=memory,
+        )
         self.key = messages_key
-        self.memory = memory
+
+    @property
+    def config(self) -> CompactionConfig:
+        """The settings in use."""
+        return self.core.config
+
+    @property
+    def summarizer(self) -> Summarizer:
+        """The summarizer full compactions call."""
+        return self.core.summarizer
+
+    @property
+    def archive(self) -> TranscriptArchive | None:
+        """Where originals go before they are replaced."""
+        return self.core.archive
+
+    @property
+    def memory(self) -> CompactionMemory | None:
+        """The cross-thread memory, if any."""
+        return self.core.memory
 
     # ------------------------------------------------------------------ edges
 
@@ -150,185 +146,92 @@ class CompactionNodes:
     def route(self, state: dict[str, Any]) -> Action:
         """Edge in front of the model: ``"continue"`` to the model, ``"compact"`` when over
         the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action)."""
-        return decide(
-            self._messages(state), config=self.config, counter=self.counter, tools=self.tools
-        ).action
+        return self.core.decide(self._messages(state)).action
 
     def after_summarize(self, state: dict[str, Any]) -> Literal["continue", "stop"]:
-        """Edge after a compaction. Dirty-value protection: the last usage numbers describe
-        the old history, so judge the new one by a (calibrated) local estimate. The run goes
-        on whenever the next call fits the window minus the reply reserve; still over the
-        trigger but fitting is reported (event ``over_trigger``), not a stop, and no new
-        compaction runs until the context grows (see ``compaction.effective_trigger``)."""
+        """Edge after a compaction: go on whenever the next call fits (see
+        :meth:`Compactor.after_compaction`); a failed compaction stops."""
         transition = state.get("transition")
         if transition not in ("compacted", "nothing_to_compact"):
             return "stop"
-        tokens = context_tokens(self._messages(state), counter=self.counter, tools=self.tools)
-        fit = self.config.fit_tokens or 0
-        if tokens > fit:
-            return "stop"
-        if transition == "nothing_to_compact":  # nothing to gain, but the call fits
-            return "continue"
-        trigger = self.config.trigger_tokens or 0
-        if tokens >= trigger:
-            _emit({"event": "over_trigger", "tokens": tokens, "trigger": trigger, "fit": fit})
-            logger.info(
-                "after compacting the context is %d tokens, over the trigger of %d but within "
-                "the %d that fit: going on",
-                tokens,
-                trigger,
-                fit,
+        messages = self._messages(state)
+        if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
+            return (
+                "continue" if self.core.count(messages) <= (self.config.fit_tokens or 0) else "stop"
             )
-        return "continue"
+        return self.core.after_compaction(messages)
 
     # ------------------------------------------------------------------ micro
 
-    def _micro_plan(
-        self, messages: list[BaseMessage]
-    ) -> tuple[list[BaseMessage], list[BaseMessage]]:
-        out = micro_compact(
-            messages,
-            self.config,
-            archived=self.archive is not None,
-            counter=self.counter,
-            tools=self.tools,
-        )
-        changed = [i for i, (a, b) in enumerate(zip(messages, out, strict=True)) if a is not b]
-        # A result cut to head + tail earlier was archived whole then; don't archive the cut.
-        to_archive = [messages[i] for i in changed if not get_meta(messages[i]).get("archive_ref")]
-        return maybe_redact(to_archive, self.config.redactor), [out[i] for i in changed]
-
-    def _micro_update(self, changed: list[BaseMessage], ref: str | None) -> dict[str, Any]:
-        if not changed:
+    def _micro_update(self, step: MicroStep) -> dict[str, Any]:
+        if not step.changed:
             return {"transition": "continue"}
-        if ref is not None:
-            changed = [
-                m if get_meta(m).get("archive_ref") else with_meta(m, archive_ref=ref)
-                for m in changed
-            ]
-        saved = sum(int(get_meta(m).get("saved_tokens", 0)) for m in changed)
-        _emit(
-            {
-                "event": "micro_compaction",
-                "cleared": len(changed),
-                "saved_tokens": saved,
-                "archive_ref": ref,
-            }
-        )
-        logger.info(
-            "micro-compaction: %d tool results cleared, ~%d tokens saved", len(changed), saved
-        )
-        return {self.key: changed, "transition": "micro_compacted"}
+        return {self.key: step.changed, "transition": "micro_compacted"}
 
     def micro(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node: clear old tool results and cut oversized ones, archiving originals first."""
-        to_archive, changed = self._micro_plan(self._messages(state))
-        ref = None
-        if to_archive and self.archive is not None:
-            ref = self.archive.write(
-                to_archive, thread_id=_thread_id(config), reason="micro-compaction"
-            )
-        return self._micro_update(changed, ref)
+        return self._micro_update(self.core.micro(self._messages(state), thread_id_of(config)))
 
     async def amicro(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`micro`."""
-        to_archive, changed = self._micro_plan(self._messages(state))
-        ref = None
-        if to_archive and self.archive is not None:
-            ref = await self.archive.awrite(
-                to_archive, thread_id=_thread_id(config), reason="micro-compaction"
-            )
-        return self._micro_update(changed, ref)
+        step = await self.core.amicro(self._messages(state), thread_id_of(config))
+        return self._micro_update(step)
 
     # ------------------------------------------------------------------ summarize
 
-    def _summarize_update(
-        self, messages: list[BaseMessage], result: CompactionResult | Exception
-    ) -> dict[str, Any]:
+    def _summarize_update(self, result: CompactionResult | Exception) -> dict[str, Any]:
         if isinstance(result, Exception):
             logger.error("compaction failed: %s", result)
             return {"transition": "summarizer_failed", "stop_reason": str(result)}
         if result.summary is None:
             return {"transition": "nothing_to_compact", "stop_reason": result.reason}
-        count = compaction_info(result.messages).count
-        report = {
-            "index": count,
-            "tokens_before": result.tokens_before,
-            "tokens_after": result.tokens_after,
-            "archive_ref": result.archive_ref,
-            "summarizer": result.summarizer,
-            "compacted_messages": len(result.compacted),
-            "merged_summaries": result.merged,
-            "errors": list(result.errors),
-        }
-        _emit({"event": "compaction", **report})
+        report = Compactor.report(result)
         return {
             self.key: [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result.messages],
             "transition": "compacted",
-            "compaction_count": count,
+            "compaction_count": report["index"],
             "last_compaction": report,
-        }
-
-    def _kwargs(self, config: RunnableConfig) -> dict[str, Any]:
-        return {
-            "summarizer": self.summarizer,
-            "config": self.config,
-            "archive": self.archive,
-            "thread_id": _thread_id(config),
-            "counter": self.counter,
-            "tools": self.tools,
         }
 
     def summarize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node: one full compaction; the history is replaced by head + summary + tail."""
-        messages = self._messages(state)
         try:
-            result: CompactionResult | Exception = compact_history(messages, **self._kwargs(config))
+            result = self.core.compact(self._messages(state), thread_id_of(config))
         except CompactionError as exc:
-            result = exc
-        if self.memory is not None and isinstance(result, CompactionResult) and result.summary:
-            self.memory.remember(result.messages, config=config)
-        return self._summarize_update(messages, result)
+            return self._summarize_update(exc)
+        self.core.remember(result, config)
+        return self._summarize_update(result)
 
     async def asummarize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`summarize`."""
-        messages = self._messages(state)
         try:
-            result: CompactionResult | Exception = await acompact_history(
-                messages, **self._kwargs(config)
-            )
+            result = await self.core.acompact(self._messages(state), thread_id_of(config))
         except CompactionError as exc:
-            result = exc
-        if self.memory is not None and isinstance(result, CompactionResult) and result.summary:
-            await self.memory.aremember(result.messages, config=config)
-        return self._summarize_update(messages, result)
+            return self._summarize_update(exc)
+        await self.core.aremember(result, config)
+        return self._summarize_update(result)
 
     # ------------------------------------------------------------------ stop
 
     def stop(self, state: dict[str, Any]) -> dict[str, Any]:
         """Node: end the run with a message saying what is done, pending, blocked, next."""
         messages = self._messages(state)
+        transition = state.get("transition")
         reason = (
             state.get("stop_reason")
-            if state.get("transition") in ("summarizer_failed", "nothing_to_compact")
+            if transition in ("summarizer_failed", "nothing_to_compact")
             else None
         )
         if not reason:
-            if state.get("transition") == "compacted":
-                tokens = context_tokens(messages, counter=self.counter, tools=self.tools)
-                reason = (
-                    f"the context is still {tokens} tokens after compacting, more than the "
-                    f"{self.config.fit_tokens} that fit the window with room for the reply: "
-                    "the kept messages alone are too large"
-                )
+            if transition == "compacted":
+                reason = self.core.overflow_reason(messages)
             else:
-                reason = decide(
-                    messages, config=self.config, counter=self.counter, tools=self.tools
-                ).reason
-        message = stop_message(messages, reason, advice=self.memory.advice if self.memory else "")
-        _emit({"event": "stop", "reason": reason})
-        logger.warning("compaction stopped the run: %s", reason)
-        return {self.key: [message], "transition": "stopped", "stop_reason": reason}
+                reason = self.core.decide(messages).reason
+        return {
+            self.key: [self.core.stop(messages, reason)],
+            "transition": "stopped",
+            "stop_reason": reason,
+        }
 
     # ------------------------------------------------------------------ runnables
 

@@ -1,0 +1,628 @@
+"""One full compaction, as named phases over a sans-IO generator.
+
+:func:`compaction_steps` runs the phases in order; each yields the I/O it needs (archive
+writes and reads, summarizer calls; :mod:`langchain_compact._ops`) and
+:func:`langchain_compact.compaction.compact_history` drives it, sync or async:
+
+1. :func:`plan_compaction`: what stays verbatim (system messages, the pinned task, earlier
+   summaries; the kept tail, cut so no tool-call batch is split) and the span to summarise.
+2. Archive the span (redacted first) before anything is replaced.
+3. :func:`measure_scale`: provider tokens per local token and fixed overhead, so local
+   counts after the compaction speak the provider's units.
+4. :func:`make_room`: when the kept messages leave the summary too little room, slim the
+   tail (read results cleared, long read observations digested), then an oversized task.
+5. :func:`summarize_span`: the summarizer reads the span with the archived originals of
+   results cleared since the last compaction restored; a fidelity supplement adds the
+   constraints and facts it dropped.
+6. :func:`merge_summaries`: over the summary budget, earlier summaries merge into one.
+7. :func:`fit_next_call`: the result must fit the next call; the tail is slimmed further
+   and, as the last resort, unread results are digested, largest first.
+8. :func:`finish`: the boundary marker and its metadata (count, calibration, streak).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from langchain_compact._ops import (
+    Op,
+    Outcome,
+    ReadOp,
+    archive_and_tag,
+    archive_originals,
+    summarize_steps,
+    summary_bound,
+)
+from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
+from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
+from langchain_compact.markers import (
+    KIND_CLEARED,
+    KIND_PINNED_TASK,
+    KIND_SUMMARY,
+    KIND_TRUNCATED,
+    get_meta,
+    kind_of,
+    newest_boundary,
+    with_meta,
+)
+from langchain_compact.microcompact import (
+    clear_tool_results,
+    cut_task,
+    large_result_limit,
+    shrink_unread,
+    truncate_large_tool_results,
+    unread_start,
+)
+from langchain_compact.redaction import maybe_redact
+from langchain_compact.summarizers import Summarizer, fidelity_supplement
+from langchain_compact.tokens import TokenCounter, approximate_tokens, calibration
+
+if TYPE_CHECKING:
+    from langchain_compact.archive import TranscriptArchive
+
+__all__ = ["SUMMARY_HEADER", "CompactionResult", "Plan", "compaction_steps", "plan_compaction"]
+
+logger = logging.getLogger("langchain_compact")
+
+SUMMARY_HEADER = (
+    "[Summary #{index} of the earlier conversation: {count} messages were compacted{archived}. "
+    "It replaces them; the original task is pinned above. Continue the task from here.]\n\n"
+)
+
+#: Local tokens of the summary header and the message framing around it.
+SUMMARY_HEADER_TOKENS = 80
+#: The shortest summary worth writing: below this it cannot say what was done and why.
+MIN_SUMMARY_TOKENS = 64
+#: The smallest fidelity supplement worth adding (a couple of constraint lines).
+MIN_SUPPLEMENT_TOKENS = 32
+#: Share of the room left beside the kept messages that the summary may take. The rest
+#: absorbs the local counter's error against the provider's count (a summary is new text,
+#: so no usage report has measured it yet).
+SUMMARY_ROOM_SHARE = 0.7
+#: A tail that leaves the summary less than this share of its bound is slimmed first.
+SLIM_WHEN_ROOM_BELOW = 0.5
+#: Cap on the fixed overhead taken from a usage report (share of the window): an estimate
+#: that runs high stops runs whose next call would fit.
+MAX_OVERHEAD_SHARE = 0.25
+
+Steps = Generator[Op, Outcome, "CompactionResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What one call of :func:`~langchain_compact.compaction.compact_history` did.
+
+    ``summary is None`` means nothing was compacted (see ``reason``) and ``messages`` is the
+    input unchanged.
+    """
+
+    messages: list[BaseMessage]
+    """The new full history."""
+    summary: BaseMessage | None
+    """The new summary message (also the boundary marker), or ``None``."""
+    tokens_before: int
+    tokens_after: int
+    archive_ref: str | None = None
+    """Reference of the archive record holding the compacted originals."""
+    compacted: list[BaseMessage] = field(default_factory=list)
+    """The span that was summarised, as it was in the input."""
+    removed_ids: list[str] = field(default_factory=list)
+    """Ids of input messages absent from the new history."""
+    summarizer: str = ""
+    """Which summarizer produced the summary (class name; ``"fallback:..."`` after a failure)."""
+    merged: int = 0
+    """How many earlier summaries were merged into one (summary budget exceeded)."""
+    errors: tuple[str, ...] = ()
+    """Summarizer failures that were recovered from."""
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------- 1. the plan
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How a compaction splits the history."""
+
+    head: list[BaseMessage]
+    """System messages, the pinned task, earlier summaries: kept verbatim."""
+    span: list[BaseMessage]
+    """What the new summary replaces."""
+    tail: list[BaseMessage]
+    """The newest messages, kept (``keep_last_n``, never splitting a tool-call batch)."""
+
+
+def plan_compaction(messages: Sequence[BaseMessage], config: CompactionConfig) -> Plan | None:
+    """Split ``messages`` into head, span and tail; ``None`` when the span would be empty."""
+    n = len(messages)
+    b = last_boundary_index(messages)
+    if b >= 0:
+        head = list(messages[: b + 1])
+        start = b + 1
+        task_i = -1
+    else:
+        start = 0
+        while start < n and isinstance(messages[start], SystemMessage):
+            start += 1
+        head = list(messages[:start])
+        task_i = original_task_index(messages) if config.pin_original_task else -1
+    cut = find_safe_cut(messages, max(start, n - config.keep_last_n))
+    if task_i >= cut:
+        task_i = -1
+    span = [m for i, m in enumerate(messages[start:cut], start) if i != task_i]
+    if not span:
+        return None
+    if task_i >= 0:
+        task = messages[task_i]
+        head.append(
+            task if kind_of(task) == KIND_PINNED_TASK else with_meta(task, kind=KIND_PINNED_TASK)
+        )
+    return Plan(head=head, span=span, tail=list(messages[cut:]))
+
+
+# --------------------------------------------------------------------------- the draft
+
+
+@dataclass(slots=True)
+class _Draft:
+    """The compaction being built; the phases fill it in."""
+
+    config: CompactionConfig
+    archive: TranscriptArchive | None
+    thread_id: str
+    counter: TokenCounter
+    extra: int  # tool schema tokens, counted once
+    head: list[BaseMessage]
+    tail: list[BaseMessage]
+    scale: float = 1.0
+    overhead: int = 0
+    bound: int = 0
+    left: int | None = None
+    body: str = ""
+    supplement: str = ""
+    used: str = ""
+    errors: list[str] = field(default_factory=list)
+    merged: int = 0
+
+    def local(self, tokens: int | None) -> int | None:
+        """A context size in the provider's tokens, as a local count."""
+        return None if tokens is None else int((tokens - self.overhead) / self.scale)
+
+    def room(self) -> int | None:
+        """Local tokens left for the new summary beside what is kept, up to halfway between
+        the trigger and the fit limit: a compacted history over the trigger but fitting
+        goes on (the next compaction waits for the context to grow), so squeezing the
+        summary under the trigger only loses facts."""
+        trigger, fit = self.config.trigger_tokens, self.config.fit_tokens
+        roof = self.local(trigger if fit is None or trigger is None else (trigger + fit) // 2)
+        if roof is None:
+            return None
+        return roof - self.counter([*self.head, *self.tail]) - self.extra - SUMMARY_HEADER_TOKENS
+
+    def size(self) -> int:
+        """Local tokens of the compacted history as it stands."""
+        return self.counter([*self.head, HumanMessage(self.body), *self.tail]) + self.extra
+
+
+# --------------------------------------------------------------------------- 3. calibration
+
+
+def measure_scale(
+    messages: Sequence[BaseMessage],
+    config: CompactionConfig,
+    counter: TokenCounter,
+    tools: Sequence[Any] | None,
+) -> tuple[float, int]:
+    """Provider tokens per local token and fixed overhead: from the newest usage report,
+    else from the last boundary; the overhead is capped at ``MAX_OVERHEAD_SHARE`` of the
+    window."""
+    measured = calibration(messages, counter=counter, tools=tools)
+    if measured is None:
+        b, _kept = newest_boundary(messages)
+        previous = get_meta(messages[b]) if b >= 0 else {}
+        measured = (float(previous.get("calibration", 1.0)), int(previous.get("overhead", 0)))
+    scale, overhead = measured
+    if config.context_window is not None:
+        overhead = min(overhead, int(config.context_window * MAX_OVERHEAD_SHARE))
+    return scale, overhead
+
+
+# --------------------------------------------------------------------------- 4. room
+
+
+def slim_tail(
+    tail: list[BaseMessage],
+    config: CompactionConfig,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    counter: TokenCounter,
+    *,
+    keep: int = 1,
+    unread_need: int = 0,
+) -> Generator[Op, Outcome, list[BaseMessage]]:
+    """Clear the kept tail's older read tool results (keeping the newest ``keep``) and cut
+    long read user observations, archiving the originals first: a tail of big results must
+    not leave the compacted history over the trigger. What the model has not read stays
+    whole, unless ``unread_need`` tokens must still be freed for the next call to fit."""
+    archived = archive is not None
+    slim = clear_tool_results(
+        tail,
+        keep=keep,
+        min_chars=config.micro_min_chars,
+        exclude_tools=config.micro_exclude_tools,
+        archived=archived,
+        counter=counter,
+    )
+    # Agents without native tool calls (SWE-agent's text commands) get their observations
+    # as user messages: cut the ones the model has read as well.
+    read = unread_start(slim)
+    size, unit = large_result_limit(config, counter)
+    max_chars = size if unit == "chars" else DEFAULT_LARGE_TOOL_RESULT_CHARS
+    slim = (
+        truncate_large_tool_results(
+            slim[:read],
+            max_chars=max(max_chars, config.large_tool_result_keep_chars + 1),
+            keep_chars=config.large_tool_result_keep_chars,
+            digest=config.digest,
+            archived=archived,
+            include_human=True,
+            counter=counter,
+        )
+        + slim[read:]
+    )
+    if unread_need > 0:
+        slim = shrink_unread(
+            slim, need=unread_need, config=config, counter=counter, archived=archived
+        )
+    out, _ref = yield from archive_and_tag(
+        tail,
+        slim,
+        archive=archive,
+        thread_id=thread_id,
+        reason="compaction-tail",
+        redactor=config.redactor,
+    )
+    return out
+
+
+def _slim_draft_tail(
+    draft: _Draft, *, keep: int = 1, unread_need: int = 0
+) -> Generator[Op, Outcome, None]:
+    draft.tail = yield from slim_tail(
+        draft.tail,
+        draft.config,
+        draft.archive,
+        draft.thread_id,
+        draft.counter,
+        keep=keep,
+        unread_need=unread_need,
+    )
+
+
+def _slim_task(draft: _Draft) -> Generator[Op, Outcome, None]:
+    """Pin an oversized original task as head + tail + key lines, archived whole first."""
+    found = cut_task(draft.head, draft.config, draft.counter, draft.archive is not None, None)
+    if found is None:
+        return
+    i, new = found
+    ref = yield from archive_originals(
+        draft.archive,
+        [draft.head[i]],
+        thread_id=draft.thread_id,
+        reason="task",
+        redactor=draft.config.redactor,
+    )
+    draft.head = list(draft.head)
+    draft.head[i] = with_meta(new, archive_ref=ref) if ref else new
+
+
+def make_room(draft: _Draft) -> Generator[Op, Outcome, None]:
+    """Give the summary room: slim the tail, then an oversized task, when the kept messages
+    leave less than ``SLIM_WHEN_ROOM_BELOW`` of its bound; then size the bound to the room
+    (``SUMMARY_ROOM_SHARE`` of it), so the result fits."""
+    draft.left = draft.room()
+    if draft.left is not None and draft.left < draft.bound * SLIM_WHEN_ROOM_BELOW:
+        yield from _slim_draft_tail(draft)
+        draft.left = draft.room()
+    if draft.left is not None and draft.left < draft.bound * SLIM_WHEN_ROOM_BELOW:
+        yield from _slim_task(draft)
+        draft.left = draft.room()
+    if draft.left is not None:
+        draft.bound = max(
+            MIN_SUMMARY_TOKENS, min(draft.bound, int(draft.left * SUMMARY_ROOM_SHARE))
+        )
+
+
+# --------------------------------------------------------------------------- 5. summary
+
+
+def restore_originals(
+    span: list[BaseMessage],
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    budget: int,
+    counter: TokenCounter,
+) -> Generator[Op, Outcome, list[BaseMessage]]:
+    """The span as the summarizer should read it: cleared and cut results replaced by their
+    archived originals (newest first, within ``budget`` extra tokens), so facts that only
+    tool results held reach the summary instead of vanishing with the placeholders."""
+    refs: dict[str, None] = {}
+    for m in span:
+        meta = get_meta(m)
+        if meta.get("kind") in (KIND_CLEARED, KIND_TRUNCATED) and meta.get("archive_ref"):
+            refs.setdefault(str(meta["archive_ref"]), None)
+    if archive is None or not refs:
+        return span
+    originals: dict[str, BaseMessage] = {}
+    for ref in refs:
+        outcome = yield ReadOp(archive, ref, thread_id)
+        if outcome.error is not None:
+            logger.warning("could not read archived originals %s: %s", ref, outcome.error)
+            continue
+        for original in outcome.value:
+            if original.id is not None:
+                originals.setdefault(original.id, original)
+    out = list(span)
+    for i in range(len(span) - 1, -1, -1):
+        m = span[i]
+        original = originals.get(m.id or "")
+        if original is None or type(original) is not type(m):
+            continue
+        extra = counter([original]) - counter([m])
+        if extra > budget:
+            continue
+        out[i] = original
+        budget -= extra
+    return out
+
+
+def summarize_span(
+    draft: _Draft, span: list[BaseMessage], summarizer: Summarizer, header: str
+) -> Generator[Op, Outcome, None]:
+    """Summarise the span (originals of cleared results restored within the room left under
+    the fit limit), then add a fidelity supplement for what the summary dropped."""
+    fit = draft.config.fit_tokens
+    restore_budget = 0 if fit is None else max(0, fit - draft.counter(span) - draft.bound)
+    readable = yield from restore_originals(
+        span, draft.archive, draft.thread_id, restore_budget, draft.counter
+    )
+    text, draft.used, errors = yield from summarize_steps(
+        summarizer, readable, draft.config, draft.bound
+    )
+    draft.errors += errors
+    left, bound = draft.left, draft.bound
+    spare = (
+        bound // 2 if left is None else max(MIN_SUPPLEMENT_TOKENS, min(bound // 2, left - bound))
+    )
+    draft.supplement = fidelity_supplement(readable, text, max_tokens=spare)
+    draft.body = header + text
+    if draft.supplement:
+        draft.body += "\n\n" + draft.supplement
+
+
+def _digest(messages: Sequence[BaseMessage]) -> str:
+    h = hashlib.sha256()
+    for m in messages:
+        h.update(f"{m.id}|{m.type}|".encode())
+        if kind_of(m) == KIND_SUMMARY:
+            continue  # its id already digests its span; its text quotes time-stamped refs
+        h.update(json.dumps(m.content, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def summary_message(
+    text: str, config: CompactionConfig, span: Sequence[BaseMessage], **meta: Any
+) -> BaseMessage:
+    """A summary message (the boundary marker); its id digests the span it replaces."""
+    cls = SystemMessage if config.summary_role == "system" else HumanMessage
+    return with_meta(cls(text, id=f"lc-compact-summary-{_digest(span)}"), kind=KIND_SUMMARY, **meta)
+
+
+# --------------------------------------------------------------------------- 6. merge
+
+
+def merge_summaries(
+    draft: _Draft, summarizer: Summarizer, index: int
+) -> Generator[Op, Outcome, None]:
+    """Over the summary budget (``summary_budget_ratio`` of the window, in the counter's own
+    units): merge the earlier summaries into one, into what the budget leaves beside the
+    new summary. The only time a summary is summarised; the earlier ones are archived."""
+    config = draft.config
+    earlier = [m for m in draft.head if kind_of(m) == KIND_SUMMARY]
+    window = config.context_window
+    body_tokens = draft.counter([HumanMessage(draft.body)])
+    budget = config.summary_budget_ratio * (window or 0)
+    if not window or not earlier or draft.counter(earlier) + body_tokens <= budget:
+        return
+    merge_bound = max(MIN_SUMMARY_TOKENS, int(budget) - body_tokens)
+    merge_ref = yield from archive_originals(
+        draft.archive,
+        earlier,
+        thread_id=draft.thread_id,
+        reason="summary-merge",
+        redactor=None,
+        metadata={"index": index},
+    )
+    merged_text, _, merge_errors = yield from summarize_steps(
+        summarizer, earlier, config, merge_bound
+    )
+    draft.errors += merge_errors
+    merge_extra = fidelity_supplement(earlier, merged_text, max_tokens=merge_bound // 2)
+    if merge_extra:
+        merged_text += "\n\n" + merge_extra
+    merged_msg = summary_message(
+        f"[Merged summary of compactions 1-{index - 1}.]\n\n{merged_text}",
+        config,
+        earlier,
+        index=index - 1,
+        merged_from=[m.id for m in earlier],
+        archive_ref=merge_ref,
+    )
+    first = draft.head.index(earlier[0])
+    head = [m for m in draft.head if kind_of(m) != KIND_SUMMARY]
+    head.insert(min(first, len(head)), merged_msg)
+    draft.head = head
+    draft.merged = len(earlier)
+
+
+# --------------------------------------------------------------------------- 7. fit
+
+
+def fit_next_call(draft: _Draft) -> Generator[Op, Outcome, None]:
+    """Slim the tail when the result is over the trigger; when the next call would not fit,
+    every read result in the tail goes, then the new summary's supplement, and as the last
+    resort unread results are digested, largest first."""
+    local_trigger = draft.local(draft.config.trigger_tokens)
+    if local_trigger is not None and draft.size() >= local_trigger:
+        yield from _slim_draft_tail(draft)
+    local_fit = draft.local(draft.config.fit_tokens)
+    if local_fit is None or draft.size() <= local_fit:
+        return
+    yield from _slim_draft_tail(draft, keep=0)
+    if draft.size() > local_fit and draft.supplement:
+        draft.body = draft.body[: len(draft.body) - len(draft.supplement) - 2]
+    if draft.size() > local_fit:
+        yield from _slim_draft_tail(draft, keep=0, unread_need=draft.size() - local_fit)
+
+
+# --------------------------------------------------------------------------- the phases
+
+
+def compaction_steps(
+    messages: Sequence[BaseMessage],
+    *,
+    plan: Plan,
+    summarizer: Summarizer,
+    config: CompactionConfig,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    counter: TokenCounter,
+    tools: Sequence[Any] | None,
+    tokens_before: int,
+    index: int,
+    turns_since: int,
+    refill_streak: int,
+    cause: str,
+) -> Steps:
+    """One compaction of ``messages`` by ``plan``, as a sans-IO generator.
+
+    ``tokens_before`` is the context size it starts from; ``index`` is the new summary's
+    number; ``turns_since`` and ``refill_streak`` come from the newest boundary (the thrash
+    guard); ``cause`` is ``"trigger"`` or ``"fold"``.
+    """
+    # Redacted once: the archive and the summarizer both get the redacted span.
+    span = maybe_redact(plan.span, config.redactor)
+    ref = yield from archive_originals(
+        archive,
+        span,
+        thread_id=thread_id,
+        reason="compaction",
+        redactor=None,
+        metadata={"index": index},
+    )
+    draft = _Draft(
+        config=config,
+        archive=archive,
+        thread_id=thread_id,
+        counter=counter,
+        extra=approximate_tokens([], tools=tools) if tools else 0,
+        head=plan.head,
+        tail=plan.tail,
+        bound=summary_bound(config),
+    )
+    draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
+    yield from make_room(draft)
+    archived = f", archived as {ref} (recall_archived returns the originals)" if ref else ""
+    header = SUMMARY_HEADER.format(index=index, count=len(plan.span), archived=archived)
+    yield from summarize_span(draft, span, summarizer, header)
+    yield from merge_summaries(draft, summarizer, index)
+    yield from fit_next_call(draft)
+    return finish(
+        draft,
+        messages,
+        plan,
+        ref=ref,
+        index=index,
+        tokens_before=tokens_before,
+        turns_since=turns_since,
+        refill_streak=refill_streak,
+        cause=cause,
+    )
+
+
+# --------------------------------------------------------------------------- 8. finish
+
+
+def finish(
+    draft: _Draft,
+    messages: Sequence[BaseMessage],
+    plan: Plan,
+    *,
+    ref: str | None,
+    index: int,
+    tokens_before: int,
+    turns_since: int,
+    refill_streak: int,
+    cause: str,
+) -> CompactionResult:
+    """The boundary marker, its metadata and the result."""
+    config = draft.config
+    meta: dict[str, Any] = {
+        "index": index,
+        "archive_ref": ref,
+        "span_ids": [m.id for m in plan.span],
+        "kept_ids": [m.id for m in draft.tail if m.id is not None],
+        "turns_since_previous": turns_since,
+        "summarizer": draft.used,
+        "tokens_before": tokens_before,
+        "cause": cause,
+        "calibration": round(draft.scale, 4),
+        "overhead": draft.overhead,
+    }
+    pending = [*draft.head, summary_message(draft.body, config, plan.span, **meta), *draft.tail]
+    tokens_after = round((draft.counter(pending) + draft.extra) * draft.scale) + draft.overhead
+    # The thrash guard counts compactions in a row, each within one model turn of the last,
+    # that left the context over the trigger and no smaller than they found it: no
+    # progress. One that frees room is progress even when the next large result fills a
+    # small window again; one that folds cleared results in under the trigger is routine.
+    trigger = config.trigger_tokens
+    stuck = (
+        cause == "trigger"
+        and trigger is not None
+        and tokens_after >= trigger
+        and tokens_after >= tokens_before
+    )
+    chained = index > 1 and turns_since <= 1
+    meta["refill_streak"] = (refill_streak + 1 if chained else 1) if stuck else 0
+    summary = summary_message(draft.body, config, plan.span, **meta, tokens_after=tokens_after)
+    new = [*draft.head, summary, *draft.tail]
+    kept = {m.id for m in new}
+    logger.info(
+        "compaction #%d: %d -> %d tokens, %d messages summarised by %s%s",
+        index,
+        tokens_before,
+        tokens_after,
+        len(plan.span),
+        draft.used,
+        f", archived as {ref}" if ref else "",
+    )
+    return CompactionResult(
+        messages=new,
+        summary=summary,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        archive_ref=ref,
+        compacted=list(plan.span),
+        removed_ids=[m.id for m in messages if m.id is not None and m.id not in kept],
+        summarizer=draft.used,
+        merged=draft.merged,
+        errors=tuple(draft.errors),
+        reason="compacted",
+    )
