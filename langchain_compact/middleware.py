@@ -21,7 +21,6 @@ from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
-from typing_extensions import NotRequired
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
@@ -33,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 from langchain_compact.config import CompactionConfig
 from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
-from langchain_compact.markers import Transition
+from langchain_compact.graph.state import CompactionKeys
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -46,18 +45,9 @@ __all__ = ["CompactionAgentState", "CompactionMiddleware"]
 Update = dict[str, Any]
 
 
-class CompactionAgentState(AgentState[Any]):
-    """``create_agent``'s state plus the keys compaction writes (the graph's; all optional)."""
-
-    transition: NotRequired[Transition]
-    """What the hook did last: ``"continue"``, ``"micro_compacted"``, ``"compacted"``,
-    ``"stopped"`` (see :data:`langchain_compact.markers.Transition`)."""
-    compaction_count: NotRequired[int]
-    """Full compactions in this thread so far."""
-    last_compaction: NotRequired[dict[str, Any]]
-    """Numbers of the newest compaction: tokens before/after, archive reference, summarizer."""
-    stop_reason: NotRequired[str]
-    """Why the run stopped, when it did."""
+class CompactionAgentState(AgentState[Any], CompactionKeys):
+    """``create_agent``'s state plus the keys compaction writes
+    (:class:`~langchain_compact.graph.state.CompactionKeys`, the graph's; all optional)."""
 
 
 def _run_config(runtime: Runtime[Any] | None) -> RunnableConfig:

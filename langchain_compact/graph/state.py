@@ -5,30 +5,38 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.graph import MessagesState
-from typing_extensions import NotRequired
+from typing_extensions import NotRequired, TypedDict
 
 from langchain_compact.markers import Transition
 
-__all__ = ["CompactionState", "Transition"]
+__all__ = ["CompactionKeys", "CompactionState", "Transition"]
 
 
-class CompactionState(MessagesState):
-    """``MessagesState`` plus the keys compaction writes (all optional).
+class CompactionKeys(TypedDict):
+    """The state keys compaction writes (all optional), for any state schema to include:
+    :class:`CompactionState` (LangGraph) and the middleware's state (``create_agent``).
 
     Nothing here is needed for routing decisions, which are derived from the messages
     (the boundary metadata records counts and streaks), so a checkpoint restored from any
     point routes the same way. The keys report what happened, for the user and for UIs.
-
-    Example:
-        >>> from langgraph.graph import StateGraph
-        >>> builder = StateGraph(CompactionState)
     """
 
     transition: NotRequired[Transition]
-    """The seed's ``transition`` state: what the last compaction node did."""
+    """The seed's ``transition`` state: what the last compaction step did."""
     compaction_count: NotRequired[int]
     """Full compactions in this thread so far."""
     last_compaction: NotRequired[dict[str, Any]]
     """Numbers of the newest compaction: tokens before/after, archive reference, summarizer."""
     stop_reason: NotRequired[str]
     """Why the run stopped, when it did."""
+
+
+class CompactionState(MessagesState, CompactionKeys):
+    """``MessagesState`` plus the keys compaction writes (:class:`CompactionKeys`).
+
+    Example:
+        >>> from langgraph.graph import StateGraph
+        >>> builder = StateGraph(CompactionState)
+        >>> sorted(CompactionState.__annotations__)
+        ['compaction_count', 'last_compaction', 'messages', 'stop_reason', 'transition']
+    """

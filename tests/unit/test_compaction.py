@@ -497,3 +497,41 @@ def test_three_compactions_keep_the_task_verbatim_and_every_history_valid() -> N
         assert kind_of(result.messages[0]) == KIND_PINNED_TASK
     for seen in run.model_inputs:
         assert sum(m.content == task.prompt() for m in seen) == 1
+
+
+def test_tail_slimming_keeps_the_ref_that_holds_an_earlier_cut_original(tmp_path: Any) -> None:
+    """A result cut earlier (its original archived under ref R1) that a compaction's tail
+    slimming clears keeps R1: the new record does not hold it, so tagging the new ref would
+    send recall to a record without the original."""
+    from langchain_compact._compaction_phases import slim_tail
+    from langchain_compact._ops import drive
+    from langchain_compact.archive import JsonlArchive
+    from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED
+
+    archive = JsonlArchive(directory=tmp_path)
+    original = ToolMessage("early " * 400, tool_call_id="c1", name="read", id="t1")
+    r1 = archive.write([original], thread_id="th", reason="micro-compaction")
+    cut = with_meta(
+        original.model_copy(update={"content": "early " * 100 + "[... cut ...]"}),
+        kind=KIND_TRUNCATED,
+        archive_ref=r1,
+    )
+    tail: list[BaseMessage] = [
+        AIMessage("", tool_calls=[{"name": "read", "args": {}, "id": "c1"}], id="a1"),
+        cut,
+        AIMessage("", tool_calls=[{"name": "read", "args": {}, "id": "c2"}], id="a2"),
+        ToolMessage("later " * 400, tool_call_id="c2", name="read", id="t2"),
+        AIMessage("", tool_calls=[{"name": "read", "args": {}, "id": "c3"}], id="a3"),
+        ToolMessage("newest " * 40, tool_call_id="c3", name="read", id="t3"),
+        AIMessage("done reading", id="a4"),
+    ]
+    config = CompactionConfig(context_window=4000)
+    out = drive(slim_tail(tail, config, archive, "th", approximate_tokens, keep=0))
+
+    by_id = {m.id: m for m in out}
+    assert kind_of(by_id["t1"]) == KIND_CLEARED and kind_of(by_id["t2"]) == KIND_CLEARED
+    assert get_meta(by_id["t1"])["archive_ref"] == r1
+    r2 = get_meta(by_id["t2"])["archive_ref"]
+    assert r2 != r1
+    assert [m.id for m in archive.read(r1, thread_id="th")] == ["t1"]
+    assert "t1" not in [m.id for m in archive.read(r2, thread_id="th")]
