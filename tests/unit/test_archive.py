@@ -30,7 +30,7 @@ from langchain_core.messages import (
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from langchain_compact import _archive_util
+from langchain_compact import _archive_records
 from langchain_compact.archive import (
     ArchivedMessage,
     ArchiveError,
@@ -214,7 +214,7 @@ async def test_write_is_idempotent(api: Api) -> None:
 async def test_refs_are_oldest_first_and_well_formed(api: Api) -> None:
     refs = [await api.write(transcript(f"r{i}", 1), thread_id="t") for i in range(5)]
     assert api.archive.refs(thread_id="t") == refs
-    assert all(_archive_util.is_ref(r) for r in refs)
+    assert all(_archive_records.is_ref(r) for r in refs)
     assert api.archive.refs(thread_id="never-written") == []
 
 
@@ -401,7 +401,7 @@ def test_store_thread_ids_become_safe_namespace_labels() -> None:
 
 @given(st.lists(st.text(max_size=60), min_size=2, max_size=20, unique=True))
 def test_thread_keys_are_safe_and_distinct(thread_ids: list[str]) -> None:
-    keys = [_archive_util.thread_key(t) for t in thread_ids]
+    keys = [_archive_records.thread_key(t) for t in thread_ids]
     assert len(set(keys)) == len(keys)
     for key in keys:
         assert (
@@ -566,7 +566,7 @@ def test_store_records_live_under_the_thread_namespace() -> None:
     archive = StoreArchive(store)
     ref = archive.write(transcript("n", 1), thread_id="t.1", reason="r", metadata={"a": 1})
     [item] = store.search(("langchain_compact", "archive"))
-    assert item.namespace == ("langchain_compact", "archive", _archive_util.thread_key("t.1"))
+    assert item.namespace == ("langchain_compact", "archive", _archive_records.thread_key("t.1"))
     assert item.value["ref"] == ref and item.value["thread_id"] == "t.1"
     assert item.value["metadata"] == {"a": 1} and item.value["count"] == 3
 
