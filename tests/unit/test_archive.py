@@ -745,3 +745,33 @@ def test_make_recall_tool_validates_its_options() -> None:
     for name in ["", "has space", "x" * 65]:
         with pytest.raises(ConfigError, match="name"):
             make_recall_tool(archive, name=name)
+
+
+def test_archived_message_is_public_where_it_is_defined() -> None:
+    """The hit type lives in ``archive`` itself (repr, pickling), with no ``__module__`` rewrite."""
+    import pickle
+
+    from langchain_compact import archive as archive_module
+
+    assert ArchivedMessage.__module__ == "langchain_compact.archive"
+    hit = ArchivedMessage("transcript_x", 3, HumanMessage("hi", id="m1"))
+    assert pickle.loads(pickle.dumps(hit)) == hit
+    assert "__module__" not in Path(archive_module.__file__).read_text(encoding="utf-8")
+
+
+def test_the_default_archive_folder_is_defined_once() -> None:
+    """``config`` takes ``DEFAULT_ARCHIVE_DIR`` from ``archive`` instead of repeating it."""
+    import ast
+
+    from langchain_compact import config
+
+    tree = ast.parse(Path(config.__file__).read_text(encoding="utf-8"))
+    assigned = [
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    assert "DEFAULT_ARCHIVE_DIR" not in assigned
+    assert config.CompactionConfig().archive_dir == ".memory"
