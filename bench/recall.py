@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.store.memory import InMemoryStore
 
 from bench.workloads import TRAJECTORY_DIR
-from langchain_compact import _archive_files, _archive_util
+from langchain_compact import _archive_files, _archive_records
 from langchain_compact.archive import (
     JsonlArchive,
     StoreArchive,
@@ -160,7 +160,7 @@ def run() -> dict[str, float]:
     }
     with tempfile.TemporaryDirectory() as tmp:
         jsonl = JsonlArchive(tmp)
-        folder = Path(tmp) / _archive_util.thread_key(THREAD)
+        folder = Path(tmp) / _archive_records.thread_key(THREAD)
         results |= _bench_archive(
             "jsonl",
             jsonl,
@@ -170,11 +170,11 @@ def run() -> dict[str, float]:
         )
     store = InMemoryStore()
     archive = StoreArchive(store)
-    namespace = (*archive.namespace, _archive_util.thread_key(THREAD))
+    namespace = (*archive.namespace, _archive_records.thread_key(THREAD))
 
     def store_bytes(ref: str) -> int:
-        item = store.get(namespace, _archive_util.parse_ref(ref))
-        return len(_archive_util.dumps(item.value if item else {}).encode())
+        item = store.get(namespace, _archive_records.parse_ref(ref))
+        return len(_archive_records.dumps(item.value if item else {}).encode())
 
     results |= _bench_archive("store_inmemory", archive, messages, store_bytes, lambda: None)
     return results

@@ -15,7 +15,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from langchain_compact._archive_util import (
+from langchain_compact._archive_records import (
     BoundedCache,
     Record,
     decode,

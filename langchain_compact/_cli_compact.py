@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from langchain_compact import _archive_files as _f
-from langchain_compact import _archive_util as _u
+from langchain_compact import _archive_records as _r
 from langchain_compact._cli_common import CliError, load_chat_model, message_tokens, pick_counter
 from langchain_compact._cli_inspect import micro_compact
 from langchain_compact._transcripts import (
@@ -147,7 +147,7 @@ class StagedArchive(JsonlArchive):
         metadata: Mapping[str, Any] | None = None,
     ) -> str:
         """Stage ``messages`` (or return the ref ``target`` already has for them)."""
-        digest = _u.serialise(messages).digest[:16]
+        digest = _r.serialise(messages).digest[:16]
         existing = _f.find_record(self.target._folder(thread_id), digest, thread_id)
         if existing is not None:
             return existing

@@ -1,4 +1,7 @@
-"""Private: argument schema and rendering of the recall tool (:func:`make_recall_tool`)."""
+"""Private: the recall tool (:func:`langchain_compact.archive.make_recall_tool`).
+
+Its argument schema, its thread lookup, and the rendering of hits into bounded pages.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +9,18 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from langchain_compact._archive_util import paginate
+from langchain_compact._archive_search import paginate
+from langchain_compact.errors import ConfigError
+
+if TYPE_CHECKING:  # archive.py imports this module
+    from langchain_compact.archive import TranscriptArchive
 
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RECALL_MAX_HITS = 10  # hits one recall renders (then pages through)
@@ -121,3 +130,55 @@ class RecallRenderer:
                 f"arguments and page={page + 1} for more]"
             )
         return f"{text}\n\n[page {page} of {pages}, the last]"
+
+
+def build_recall_tool(archive: TranscriptArchive, *, name: str, max_chars: int) -> BaseTool:
+    """The recall tool over ``archive`` (options already validated by ``make_recall_tool``)."""
+    recall = RecallRenderer(name=name, max_chars=max_chars)
+
+    def _thread(config: RunnableConfig) -> str:
+        configurable = config.get("configurable") or {}
+        if thread_id := configurable.get("thread_id"):
+            return str(thread_id)
+        if any(key.startswith("__pregel_") for key in configurable):
+            return "default"  # in a graph run without a thread: where its nodes archived
+        raise ConfigError(
+            f"{name} needs the conversation's thread id to know which archive to read; "
+            f'call it with config={{"configurable": {{"thread_id": "<thread>"}}}} (the id '
+            "compaction archived under; a graph run passes its own config to its tools)."
+        )
+
+    def run(
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        page: int = 1,
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        if problem := recall.problem(query, tool_call_id):
+            return problem
+        criteria = recall.criteria(query, tool_call_id)
+        hits = archive.search(thread_id=_thread(config), **criteria)
+        return recall.render([(h.ref, h.index, h.message) for h in hits], criteria, page=page)
+
+    async def arun(
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        page: int = 1,
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        if problem := recall.problem(query, tool_call_id):
+            return problem
+        criteria = recall.criteria(query, tool_call_id)
+        hits = await archive.asearch(thread_id=_thread(config), **criteria)
+        return recall.render([(h.ref, h.index, h.message) for h in hits], criteria, page=page)
+
+    return StructuredTool.from_function(
+        func=run,
+        coroutine=arun,
+        name=name,
+        description=recall.description,
+        args_schema=RecallArgs,
+        handle_validation_error=True,
+    )

@@ -13,18 +13,19 @@ import asyncio
 import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from langchain_core.messages import BaseMessage
-from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.messages import BaseMessage, messages_from_dict
+from langchain_core.tools import BaseTool
 from langgraph.store.base import BaseStore, Item
 
 from langchain_compact import _archive_files as _f
-from langchain_compact import _archive_util as _u
+from langchain_compact import _archive_records as _r
 from langchain_compact import _recall
-from langchain_compact._archive_util import ArchivedMessage
+from langchain_compact._archive_records import Record
+from langchain_compact._archive_search import hits_to_messages, search_records
 from langchain_compact.errors import ArchiveError, ArchiveWarning, ConfigError, CorruptRecordError
 
 __all__ = [
@@ -45,8 +46,29 @@ DEFAULT_RECALL_MAX_CHARS = 4000
 DEFAULT_RECALL_TOOL_NAME = "recall_archived"
 _STORE_PAGE = 100
 
-# Defined next to the code that uses them; public (documented, pickled) as archive.<name>.
-ArchivedMessage.__module__ = __name__
+
+@dataclass(frozen=True, slots=True)
+class ArchivedMessage:
+    """A message found in the archive.
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> from langgraph.store.memory import InMemoryStore
+        >>> from langchain_compact import StoreArchive
+        >>> archive = StoreArchive(InMemoryStore())
+        >>> ref = archive.write([ToolMessage("42", tool_call_id="call_1", id="t1")],
+        ...                     thread_id="t", reason="compaction")
+        >>> hit = archive.search(thread_id="t", tool_call_id="call_1")[0]
+        >>> hit.ref == ref, hit.index, hit.message.content
+        (True, 0, '42')
+    """
+
+    ref: str
+    """The archive record it came from."""
+    index: int
+    """Its position inside that record."""
+    message: BaseMessage
+    """The original message, as it was written."""
 
 
 @runtime_checkable
@@ -105,7 +127,117 @@ class TranscriptArchive(Protocol):
     ) -> list[ArchivedMessage]: ...
 
 
-class JsonlArchive(_u.ArchiveBase):
+class _ArchiveBase:
+    """Shared read/search logic; subclasses provide ``write``, ``_get`` and ``_load``."""
+
+    def _get(self, ref: str, thread_id: str) -> Record:
+        raise NotImplementedError
+
+    def _load(self, thread_id: str) -> Iterable[Record]:
+        """The thread's records, newest first."""
+        raise NotImplementedError
+
+    async def _aget(self, ref: str, thread_id: str) -> Record:
+        return await asyncio.to_thread(self._get, ref, thread_id)
+
+    async def _aload(self, thread_id: str) -> Iterable[Record]:
+        return await asyncio.to_thread(lambda: list(self._load(thread_id)))
+
+    def read(self, ref: str, *, thread_id: str) -> list[BaseMessage]:
+        """Return the messages archived under ``ref`` for ``thread_id``.
+
+        Example:
+            >>> from langchain_core.messages import ToolMessage
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> from langchain_compact import StoreArchive
+            >>> archive = StoreArchive(InMemoryStore())
+            >>> ref = archive.write([ToolMessage("42", tool_call_id="call_1", id="t1")],
+            ...                     thread_id="t", reason="compaction")
+            >>> [m.content for m in archive.read(ref, thread_id="t")]
+            ['42']
+        """
+        return messages_from_dict([dict(m) for m in self._get(ref, thread_id).messages])
+
+    async def aread(self, ref: str, *, thread_id: str) -> list[BaseMessage]:
+        """Async :meth:`read`."""
+        return messages_from_dict([dict(m) for m in (await self._aget(ref, thread_id)).messages])
+
+    def refs(self, *, thread_id: str) -> list[str]:
+        """Every ref archived for ``thread_id``, oldest first.
+
+        Example:
+            >>> from langchain_core.messages import ToolMessage
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> from langchain_compact import StoreArchive
+            >>> archive = StoreArchive(InMemoryStore())
+            >>> ref = archive.write([ToolMessage("42", tool_call_id="call_1", id="t1")],
+            ...                     thread_id="t", reason="compaction")
+            >>> archive.refs(thread_id="t") == [ref], archive.refs(thread_id="other")
+            (True, [])
+        """
+        return [record.ref for record in reversed(list(self._load(thread_id)))]
+
+    def search(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> list[ArchivedMessage]:
+        """Find archived messages of ``thread_id``; the criteria given combine with AND.
+
+        ``query`` keywords must all appear (case-insensitive, in content, tool name or tool
+        arguments); whole-word hits rank first, then by occurrences, then newest first.
+        ``tool_call_id`` finds the tool result of that call; ``message_id`` the message with
+        that id. Placeholders left by micro-compaction are skipped, and a message archived
+        twice is returned once.
+
+        Example:
+            >>> from langchain_core.messages import ToolMessage
+            >>> from langgraph.store.memory import InMemoryStore
+            >>> from langchain_compact import StoreArchive
+            >>> archive = StoreArchive(InMemoryStore())
+            >>> ref = archive.write([ToolMessage("42", tool_call_id="call_1", id="t1")],
+            ...                     thread_id="t", reason="compaction")
+            >>> [h.message.content for h in archive.search(thread_id="t", query="42")]
+            ['42']
+        """
+        found = search_records(
+            self._load(thread_id),
+            query=query,
+            tool_call_id=tool_call_id,
+            message_id=message_id,
+            limit=limit,
+            offset=offset,
+        )
+        return [ArchivedMessage(*hit) for hit in hits_to_messages(found)]
+
+    async def asearch(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> list[ArchivedMessage]:
+        """Async :meth:`search`."""
+        found = search_records(
+            await self._aload(thread_id),
+            query=query,
+            tool_call_id=tool_call_id,
+            message_id=message_id,
+            limit=limit,
+            offset=offset,
+        )
+        return [ArchivedMessage(*hit) for hit in hits_to_messages(found)]
+
+
+class JsonlArchive(_ArchiveBase):
     """Archive to JSONL files: ``<directory>/<thread folder>/transcript_<UTC time>_<hash>.jsonl``.
 
     Line 1 of each file is a header (``ref``, ``thread_id``, ``reason``, ``created_at``,
@@ -144,7 +276,7 @@ class JsonlArchive(_u.ArchiveBase):
 
     def _folder(self, thread_id: str, *, create: bool = False) -> Path:
         """The thread's folder (a real folder, never a symbolic link; made 0700 on write)."""
-        path = self.directory / _u.thread_key(thread_id)
+        path = self.directory / _r.thread_key(thread_id)
         try:
             if create and not self.directory.exists():
                 # exist_ok: concurrent writers may race to create the folder.
@@ -179,17 +311,17 @@ class JsonlArchive(_u.ArchiveBase):
             >>> archive.write(messages, thread_id="t", reason="again") == ref  # idempotent
             True
         """
-        batch = _u.serialise(messages)
+        batch = _r.serialise(messages)
         folder = self._folder(thread_id, create=True)
         try:
             existing = _f.find_record(folder, batch.digest[:16], thread_id)
             if existing is not None:
                 return existing
-            ref = _u.make_ref(_u.new_timestamp()[0], batch.digest)
-            header = _u.header(ref, thread_id, reason, metadata, len(batch.lines))
-            text = "\n".join([_u.dumps(header), *batch.lines]) + "\n"
+            ref = _r.make_ref(_r.new_timestamp()[0], batch.digest)
+            header = _r.header(ref, thread_id, reason, metadata, len(batch.lines))
+            text = "\n".join([_r.dumps(header), *batch.lines]) + "\n"
             # Concurrent writers of the same messages agree on one record (see publish_once).
-            return _f.publish_once(folder, ref, _u.encode(text), thread_id)
+            return _f.publish_once(folder, ref, _r.encode(text), thread_id)
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc
 
@@ -206,11 +338,11 @@ class JsonlArchive(_u.ArchiveBase):
             self.write, messages, thread_id=thread_id, reason=reason, metadata=metadata
         )
 
-    def _get(self, ref: str, thread_id: str) -> _u.Record:
-        _u.parse_ref(ref)
+    def _get(self, ref: str, thread_id: str) -> Record:
+        _r.parse_ref(ref)
         return self._read(str(self._folder(thread_id)), ref, thread_id)
 
-    def _read(self, folder: str, ref: str, thread_id: str) -> _u.Record:
+    def _read(self, folder: str, ref: str, thread_id: str) -> Record:
         path = os.path.join(folder, f"{ref}.jsonl")
         try:
             info = os.lstat(path)
@@ -234,9 +366,9 @@ class JsonlArchive(_u.ArchiveBase):
             return []
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc
-        return sorted(n[:-6] for n in names if n.endswith(".jsonl") and _u.is_ref(n[:-6]))
+        return sorted(n[:-6] for n in names if n.endswith(".jsonl") and _r.is_ref(n[:-6]))
 
-    def _load(self, thread_id: str) -> Iterable[_u.Record]:
+    def _load(self, thread_id: str) -> Iterable[Record]:
         folder = str(self._folder(thread_id))
         for ref in reversed(self.refs(thread_id=thread_id)):
             try:
@@ -251,7 +383,7 @@ class JsonlArchive(_u.ArchiveBase):
             yield record
 
 
-class StoreArchive(_u.ArchiveBase):
+class StoreArchive(_ArchiveBase):
     """Archive to a LangGraph ``BaseStore`` (InMemoryStore, SqliteStore, PostgresStore, ...).
 
     Each record is one item under ``(*namespace, <thread key>)`` keyed by its content hash,
@@ -278,10 +410,10 @@ class StoreArchive(_u.ArchiveBase):
             )
         self.store = store
         self.namespace = namespace
-        self._cache = _u.RecordCache()
+        self._cache = _r.RecordCache()
 
     def _ns(self, thread_id: str) -> tuple[str, ...]:
-        return (*self.namespace, _u.thread_key(thread_id))
+        return (*self.namespace, _r.thread_key(thread_id))
 
     async def _async(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``store.a<method>``; sync-only stores (``SqliteStore``) run in a worker thread."""
@@ -297,17 +429,17 @@ class StoreArchive(_u.ArchiveBase):
         reason: str,
         metadata: Mapping[str, Any] | None,
     ) -> tuple[str, dict[str, Any]]:
-        batch = _u.serialise(messages)
-        ref = _u.make_ref(_u.new_timestamp()[0], batch.digest)
-        value = _u.header(ref, thread_id, reason, metadata, len(batch.lines))
+        batch = _r.serialise(messages)
+        ref = _r.make_ref(_r.new_timestamp()[0], batch.digest)
+        value = _r.header(ref, thread_id, reason, metadata, len(batch.lines))
         return batch.digest[:16], {**value, "messages": batch.dicts}
 
-    def _record(self, item: Item | None, ref: str, thread_id: str) -> _u.Record:
+    def _record(self, item: Item | None, ref: str, thread_id: str) -> Record:
         if item is None:  # the key is the ref's content hash, within this thread's namespace
             raise ArchiveError(f"No archive record {ref!r} for thread {thread_id!r}.")
         return self._cache.get(item.namespace, str(item.value["ref"]), item.value["messages"])
 
-    def _newest_first(self, items: list[Item]) -> list[_u.Record]:
+    def _newest_first(self, items: list[Item]) -> list[Record]:
         items = sorted(items, key=lambda item: str(item.value.get("ref")), reverse=True)
         return [
             self._cache.get(i.namespace, str(i.value["ref"]), i.value["messages"]) for i in items
@@ -355,15 +487,15 @@ class StoreArchive(_u.ArchiveBase):
         await self._async("put", self._ns(thread_id), key, value, index=False)
         return str(value["ref"])
 
-    def _get(self, ref: str, thread_id: str) -> _u.Record:
-        item = self.store.get(self._ns(thread_id), _u.parse_ref(ref))
+    def _get(self, ref: str, thread_id: str) -> Record:
+        item = self.store.get(self._ns(thread_id), _r.parse_ref(ref))
         return self._record(item, ref, thread_id)
 
-    async def _aget(self, ref: str, thread_id: str) -> _u.Record:
-        item = await self._async("get", self._ns(thread_id), _u.parse_ref(ref))
+    async def _aget(self, ref: str, thread_id: str) -> Record:
+        item = await self._async("get", self._ns(thread_id), _r.parse_ref(ref))
         return self._record(item, ref, thread_id)
 
-    def _load(self, thread_id: str) -> Iterable[_u.Record]:
+    def _load(self, thread_id: str) -> Iterable[Record]:
         items: list[Item] = []
         while page := self.store.search(self._ns(thread_id), limit=_STORE_PAGE, offset=len(items)):
             items.extend(page)
@@ -371,7 +503,7 @@ class StoreArchive(_u.ArchiveBase):
                 break
         return self._newest_first(items)
 
-    async def _aload(self, thread_id: str) -> Iterable[_u.Record]:
+    async def _aload(self, thread_id: str) -> Iterable[Record]:
         items: list[Item] = []
         namespace = self._ns(thread_id)
         while page := await self._async("search", namespace, limit=_STORE_PAGE, offset=len(items)):
@@ -412,51 +544,4 @@ def make_recall_tool(
         raise ConfigError(f"max_chars must be an int >= 500, got {max_chars!r}.")
     if not isinstance(name, str) or not _recall.TOOL_NAME_RE.fullmatch(name):
         raise ConfigError(f"name must match {_recall.TOOL_NAME_RE.pattern}, got {name!r}.")
-    recall = _recall.RecallRenderer(name=name, max_chars=max_chars)
-
-    def _thread(config: RunnableConfig) -> str:
-        configurable = config.get("configurable") or {}
-        if thread_id := configurable.get("thread_id"):
-            return str(thread_id)
-        if any(key.startswith("__pregel_") for key in configurable):
-            return "default"  # in a graph run without a thread: where its nodes archived
-        raise ConfigError(
-            f"{name} needs the conversation's thread id to know which archive to read; "
-            f'call it with config={{"configurable": {{"thread_id": "<thread>"}}}} (the id '
-            "compaction archived under; a graph run passes its own config to its tools)."
-        )
-
-    def run(
-        query: str | None = None,
-        tool_call_id: str | None = None,
-        page: int = 1,
-        *,
-        config: RunnableConfig,
-    ) -> str:
-        if problem := recall.problem(query, tool_call_id):
-            return problem
-        criteria = recall.criteria(query, tool_call_id)
-        hits = archive.search(thread_id=_thread(config), **criteria)
-        return recall.render([(h.ref, h.index, h.message) for h in hits], criteria, page=page)
-
-    async def arun(
-        query: str | None = None,
-        tool_call_id: str | None = None,
-        page: int = 1,
-        *,
-        config: RunnableConfig,
-    ) -> str:
-        if problem := recall.problem(query, tool_call_id):
-            return problem
-        criteria = recall.criteria(query, tool_call_id)
-        hits = await archive.asearch(thread_id=_thread(config), **criteria)
-        return recall.render([(h.ref, h.index, h.message) for h in hits], criteria, page=page)
-
-    return StructuredTool.from_function(
-        func=run,
-        coroutine=arun,
-        name=name,
-        description=recall.description,
-        args_schema=_recall.RecallArgs,
-        handle_validation_error=True,
-    )
+    return _recall.build_recall_tool(archive, name=name, max_chars=max_chars)

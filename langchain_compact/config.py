@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from langchain_compact.archive import DEFAULT_ARCHIVE_DIR
 from langchain_compact.errors import ConfigError
 
 __all__ = [
@@ -46,7 +47,6 @@ DEFAULT_LARGE_RESULT_RATIO = 0.2
 DEFAULT_FOLD_RATIO = 1.0
 DEFAULT_TASK_MAX_RATIO = 0.25
 DEFAULT_REPLY_RESERVE_CAP = 4_096
-DEFAULT_ARCHIVE_DIR = ".memory"
 
 
 @dataclass(frozen=True, slots=True)

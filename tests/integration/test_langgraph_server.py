@@ -20,7 +20,7 @@ from langchain_core.messages import convert_to_messages
 
 from bench._langgraph_dev import EXAMPLE_MODULE, DevServer, langgraph_dev
 from langchain_compact import compaction_info
-from langchain_compact._archive_util import thread_key
+from langchain_compact._archive_records import thread_key
 from langchain_compact.demo import DependentTask
 from langchain_compact.markers import EVENT_KEY
 from langchain_compact.memory import MemoryRecord, acontinue_on_server

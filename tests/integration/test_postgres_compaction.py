@@ -22,7 +22,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 
 from langchain_compact import CompactionConfig
-from langchain_compact._archive_util import thread_key
+from langchain_compact._archive_records import thread_key
 from langchain_compact.archive import DEFAULT_STORE_NAMESPACE, StoreArchive
 from langchain_compact.demo import DependentTask
 from langchain_compact.markers import KIND_SUMMARY, get_meta, kind_of

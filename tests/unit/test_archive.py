@@ -30,7 +30,7 @@ from langchain_core.messages import (
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
-from langchain_compact import _archive_util
+from langchain_compact import _archive_records
 from langchain_compact.archive import (
     ArchivedMessage,
     ArchiveError,
@@ -214,7 +214,7 @@ async def test_write_is_idempotent(api: Api) -> None:
 async def test_refs_are_oldest_first_and_well_formed(api: Api) -> None:
     refs = [await api.write(transcript(f"r{i}", 1), thread_id="t") for i in range(5)]
     assert api.archive.refs(thread_id="t") == refs
-    assert all(_archive_util.is_ref(r) for r in refs)
+    assert all(_archive_records.is_ref(r) for r in refs)
     assert api.archive.refs(thread_id="never-written") == []
 
 
@@ -401,7 +401,7 @@ def test_store_thread_ids_become_safe_namespace_labels() -> None:
 
 @given(st.lists(st.text(max_size=60), min_size=2, max_size=20, unique=True))
 def test_thread_keys_are_safe_and_distinct(thread_ids: list[str]) -> None:
-    keys = [_archive_util.thread_key(t) for t in thread_ids]
+    keys = [_archive_records.thread_key(t) for t in thread_ids]
     assert len(set(keys)) == len(keys)
     for key in keys:
         assert (
@@ -566,7 +566,7 @@ def test_store_records_live_under_the_thread_namespace() -> None:
     archive = StoreArchive(store)
     ref = archive.write(transcript("n", 1), thread_id="t.1", reason="r", metadata={"a": 1})
     [item] = store.search(("langchain_compact", "archive"))
-    assert item.namespace == ("langchain_compact", "archive", _archive_util.thread_key("t.1"))
+    assert item.namespace == ("langchain_compact", "archive", _archive_records.thread_key("t.1"))
     assert item.value["ref"] == ref and item.value["thread_id"] == "t.1"
     assert item.value["metadata"] == {"a": 1} and item.value["count"] == 3
 
@@ -745,3 +745,33 @@ def test_make_recall_tool_validates_its_options() -> None:
     for name in ["", "has space", "x" * 65]:
         with pytest.raises(ConfigError, match="name"):
             make_recall_tool(archive, name=name)
+
+
+def test_archived_message_is_public_where_it_is_defined() -> None:
+    """The hit type lives in ``archive`` itself (repr, pickling), with no ``__module__`` rewrite."""
+    import pickle
+
+    from langchain_compact import archive as archive_module
+
+    assert ArchivedMessage.__module__ == "langchain_compact.archive"
+    hit = ArchivedMessage("transcript_x", 3, HumanMessage("hi", id="m1"))
+    assert pickle.loads(pickle.dumps(hit)) == hit
+    assert "__module__" not in Path(archive_module.__file__).read_text(encoding="utf-8")
+
+
+def test_the_default_archive_folder_is_defined_once() -> None:
+    """``config`` takes ``DEFAULT_ARCHIVE_DIR`` from ``archive`` instead of repeating it."""
+    import ast
+
+    from langchain_compact import config
+
+    tree = ast.parse(Path(config.__file__).read_text(encoding="utf-8"))
+    assigned = [
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    assert "DEFAULT_ARCHIVE_DIR" not in assigned
+    assert config.CompactionConfig().archive_dir == ".memory"

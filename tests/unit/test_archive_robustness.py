@@ -18,7 +18,7 @@ from _scenarios import ScriptedChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 
-from langchain_compact import CompactionConfig, _archive_files, _archive_util
+from langchain_compact import CompactionConfig, _archive_files, _archive_records
 from langchain_compact.archive import (
     ArchiveError,
     ArchiveWarning,
@@ -35,7 +35,7 @@ CONFIG = {"configurable": {"thread_id": "t"}}
 
 
 def folder_of(archive: JsonlArchive, thread_id: str = "t") -> Path:
-    return archive.directory / _archive_util.thread_key(thread_id)
+    return archive.directory / _archive_records.thread_key(thread_id)
 
 
 def records(thread: str, n: int) -> list[BaseMessage]:
@@ -130,7 +130,7 @@ def test_a_corrupt_file_with_the_same_content_hash_does_not_swallow_a_write(
 ) -> None:
     archive = JsonlArchive(tmp_path)
     messages = records("t", 2)
-    short = _archive_util.serialise(messages).digest[:16]
+    short = _archive_records.serialise(messages).digest[:16]
     folder_of(archive).mkdir(parents=True)
     (folder_of(archive) / f"transcript_20200101T000000000000Z_{short}.jsonl").write_bytes(b"")
     with pytest.warns(ArchiveWarning):
@@ -235,7 +235,7 @@ def test_a_write_finishes_the_claim_of_a_writer_that_died(tmp_path: Path) -> Non
     messages = records("t", 2)
     ref = archive.write(messages, thread_id="t", reason="first")
     final = folder_of(archive) / f"{ref}.jsonl"
-    claim = folder_of(archive) / f".claim-{_archive_util.parse_ref(ref)}"
+    claim = folder_of(archive) / f".claim-{_archive_records.parse_ref(ref)}"
     os.rename(final, claim)  # as if the writer died between claiming and publishing
     assert archive.write(messages, thread_id="t", reason="again") == ref
     assert archive.refs(thread_id="t") == [ref] and not claim.exists()
@@ -245,7 +245,7 @@ def test_a_write_finishes_the_claim_of_a_writer_that_died(tmp_path: Path) -> Non
 def test_a_junk_claim_file_does_not_block_writes(tmp_path: Path) -> None:
     archive = JsonlArchive(tmp_path)
     messages = records("t", 2)
-    short = _archive_util.serialise(messages).digest[:16]
+    short = _archive_records.serialise(messages).digest[:16]
     folder_of(archive).mkdir(parents=True)
     (folder_of(archive) / f".claim-{short}").write_bytes(b"junk")
     ref = archive.write(messages, thread_id="t", reason="r")
@@ -385,7 +385,7 @@ def test_parsed_record_files_are_cached_within_a_byte_bound(
 
 
 def test_store_record_cache_is_bounded_by_bytes() -> None:
-    cache = _archive_util.RecordCache(maxsize=100, max_bytes=2 << 20)
+    cache = _archive_records.RecordCache(maxsize=100, max_bytes=2 << 20)
     big: list[dict[str, Any]] = [{"type": "human", "data": {"content": "z" * 400_000}}]
     for i in range(10):
         cache.get(("ns",), f"ref{i}", big)

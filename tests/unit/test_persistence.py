@@ -53,7 +53,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.store.memory import InMemoryStore
 
-from langchain_compact import CompactionConfig, _archive_util
+from langchain_compact import CompactionConfig, _archive_records
 from langchain_compact.archive import JsonlArchive, StoreArchive, make_recall_tool
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
 from langchain_compact.graph import CompactionNodes, CompactionState, add_compaction
@@ -500,14 +500,14 @@ def task_ok(messages: Sequence[BaseMessage]) -> bool:
 async def test_crash_after_archive_write_resumes_like_an_uninterrupted_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, reason: str, nth: int
 ) -> None:
-    monkeypatch.setattr(_archive_util, "new_timestamp", ArchiveClock())
+    monkeypatch.setattr(_archive_records, "new_timestamp", ArchiveClock())
     base_db = SqliteRun(mode, tmp_path / "baseline.db")
     baseline = await base_db.invoke(
         JsonlArchive(tmp_path / "baseline"), task_input(CRASH_TASK), "t"
     )
     assert task_ok(baseline["messages"])
 
-    monkeypatch.setattr(_archive_util, "new_timestamp", ArchiveClock())
+    monkeypatch.setattr(_archive_records, "new_timestamp", ArchiveClock())
     db = SqliteRun(mode, tmp_path / "run.db")
     crashing = CrashAfterWrite(JsonlArchive(tmp_path / "archive"), reason=reason, nth=nth)
     with pytest.raises(Crash):
@@ -534,7 +534,7 @@ KILLED_RUN = textwrap.dedent(
     import os, signal, sys
     from pathlib import Path
     from langgraph.checkpoint.sqlite import SqliteSaver
-    from langchain_compact import _archive_util
+    from langchain_compact import _archive_records
     from langchain_compact.archive import JsonlArchive
     from tests.unit.test_persistence import (
         CRASH_CONFIG, CRASH_TASK, ArchiveClock, CrashAfterWrite, build_graph, run_config,
@@ -542,7 +542,7 @@ KILLED_RUN = textwrap.dedent(
     )
 
     db, folder, durability = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-    clock = _archive_util.new_timestamp = ArchiveClock()
+    clock = _archive_records.new_timestamp = ArchiveClock()
 
     def die(ref):
         print(ref, clock.us, flush=True)
@@ -566,7 +566,7 @@ async def test_process_killed_after_archive_write_resumes_from_sqlite(
     one before the compaction node; with LangGraph's default ``"async"`` the newest checkpoints
     may not have reached the file, so the resume replays a few steps (tools included) from an
     older one. Either way it ends where an uninterrupted run ends, with no duplicate record."""
-    monkeypatch.setattr(_archive_util, "new_timestamp", ArchiveClock())
+    monkeypatch.setattr(_archive_records, "new_timestamp", ArchiveClock())
     base = SqliteRun("sync", tmp_path / "baseline.db")
     baseline = await base.invoke(JsonlArchive(tmp_path / "baseline"), task_input(CRASH_TASK), "t")
     script = tmp_path / "killed_run.py"
@@ -585,7 +585,7 @@ async def test_process_killed_after_archive_write_resumes_from_sqlite(
     assert crash_ref in record_refs(tmp_path / "archive")
 
     # A new process: fresh connection, fresh graph, the wall clock has moved on.
-    monkeypatch.setattr(_archive_util, "new_timestamp", ArchiveClock(int(clock_us)))
+    monkeypatch.setattr(_archive_records, "new_timestamp", ArchiveClock(int(clock_us)))
     db = SqliteRun("sync", tmp_path / "run.db")
     assert not summary_indices(db.checkpoints("t")[-1]), "the state lags behind the archive"
     if durability == "sync":

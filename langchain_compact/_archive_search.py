@@ -1,0 +1,110 @@
+"""Private: finding messages in archive records (:mod:`langchain_compact.archive`).
+
+Keyword, tool-call-id and message-id search over :class:`~langchain_compact._archive_records.Record`
+objects (ranked, deduplicated, placeholders skipped), hits turned back into messages, and
+the paging of rendered text. Search works on the ``messages_to_dict`` form, so only the
+hits are turned back into messages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage, messages_from_dict
+
+from langchain_compact._archive_records import Record
+from langchain_compact.errors import ArchiveError
+from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, META_KEY
+
+#: Marker kinds whose content is a placeholder, not an original: never a search hit.
+_PLACEHOLDER_KINDS = frozenset({KIND_CLEARED, KIND_TRUNCATED})
+
+
+def _is_placeholder(data: Mapping[str, Any]) -> bool:
+    marker = (data.get("response_metadata") or {}).get(META_KEY)
+    return isinstance(marker, dict) and marker.get("kind") in _PLACEHOLDER_KINDS
+
+
+def search_records(
+    records: Iterable[Record],
+    *,
+    query: str | None,
+    tool_call_id: str | None,
+    message_id: str | None,
+    limit: int,
+    offset: int,
+) -> list[tuple[str, int, Mapping[str, Any]]]:
+    """Find messages in ``records`` (newest record first); criteria combine with AND.
+
+    Keyword hits rank first by whole-word matches (``step1`` matches the word ``step1`` but
+    only part of ``step11``), then by how often the words occur at all, then newest first.
+    Placeholders left by
+    micro-compaction are skipped (they are not originals), and a matching message archived
+    more than once (same type and id) is returned once, from its newest record.
+
+    Returns:
+        ``(ref, index, serialised message)`` tuples, at most ``limit``, after ``offset``.
+    """
+    if query is None and tool_call_id is None and message_id is None:
+        raise ArchiveError("search needs a query, a tool_call_id or a message_id.")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ArchiveError(f"limit must be an int >= 1, got {limit!r}.")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ArchiveError(f"offset must be an int >= 0, got {offset!r}.")
+    words = query.lower().split() if query is not None else []
+    if query is not None and not words:
+        raise ArchiveError("query is empty; pass one or more keywords.")
+    whole = [re.compile(rf"(?<!\w){re.escape(word)}(?!\w)") for word in words]
+    seen: set[tuple[str, str]] = set()
+    hits: list[tuple[tuple[int, int, int], int, str, int, Mapping[str, Any]]] = []
+    order = 0
+    for record in records:
+        for index in range(len(record.messages) - 1, -1, -1):
+            order += 1
+            message = record.messages[index]
+            data = message.get("data") or {}
+            if tool_call_id is not None and data.get("tool_call_id") != tool_call_id:
+                continue
+            if message_id is not None and data.get("id") != message_id:
+                continue
+            if _is_placeholder(data):
+                continue
+            score = (0, 0, 0)
+            if words:
+                text = record.text(index)
+                if not all(word in text for word in words):
+                    continue
+                exact = [len(pattern.findall(text)) for pattern in whole]
+                score = (
+                    -sum(1 for n in exact if n),  # query words present as whole words
+                    -sum(exact),
+                    -sum(text.count(word) for word in words),
+                )
+            if isinstance(data.get("id"), str):
+                key = (str(message.get("type")), data["id"])
+                if key in seen:
+                    continue
+                seen.add(key)
+            hits.append((score, order, record.ref, index, message))
+        if not words and len(hits) >= offset + limit:
+            break  # no ranking by hits: the first found are the newest
+    hits.sort(key=lambda hit: (hit[0], hit[1]))
+    return [(ref, index, message) for _, _, ref, index, message in hits[offset : offset + limit]]
+
+
+def paginate(text: str, *, page: int, size: int) -> tuple[str, int]:
+    """Return page ``page`` (1-based) of ``text`` cut in ``size``-char slices, and the count."""
+    pages = max(1, -(-len(text) // size))
+    if page > pages:
+        return "", pages
+    return text[(page - 1) * size : page * size], pages
+
+
+def hits_to_messages(
+    found: list[tuple[str, int, Mapping[str, Any]]],
+) -> list[tuple[str, int, BaseMessage]]:
+    """Turn search hits back into message objects (one ``messages_from_dict`` call)."""
+    messages = messages_from_dict([dict(m) for _, _, m in found])
+    return [(ref, index, m) for (ref, index, _), m in zip(found, messages, strict=True)]

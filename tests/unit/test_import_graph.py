@@ -1,0 +1,254 @@
+"""The package's import graph: no cycles, no private names across modules, the CLI apart.
+
+Every module under ``langchain_compact/`` is parsed with :mod:`ast` (nothing is imported
+except the package itself, for ``__all__``). A module's name is its dotted path; a package
+is its ``__init__``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import langchain_compact
+
+PACKAGE = "langchain_compact"
+ROOT = Path(langchain_compact.__file__).resolve().parent
+CLI = f"{PACKAGE}.cli"
+
+
+def _module_name(path: Path) -> str:
+    parts = [PACKAGE, *path.relative_to(ROOT).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+TREES: dict[str, ast.Module] = {
+    name: ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for name, path in MODULES.items()
+}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported thing: ``module`` (absolute), and ``name`` for ``from module import name``."""
+
+    module: str
+    name: str | None
+    alias: str
+    line: int
+
+
+def _imports(node: ast.ImportFrom | ast.Import, importer: str) -> Iterator[Import]:
+    if isinstance(node, ast.Import):
+        for a in node.names:
+            yield Import(a.name, None, a.asname or a.name.split(".")[0], node.lineno)
+        return
+    base = node.module or ""
+    if node.level:  # relative: resolved against the importer's package
+        parts = importer.split(".")
+        if MODULES[importer].name != "__init__.py":
+            parts = parts[:-1]
+        parts = parts[: len(parts) - (node.level - 1)]
+        base = ".".join([*parts, base] if base else parts)
+    for a in node.names:
+        yield Import(base, a.name, a.asname or a.name, node.lineno)
+
+
+def _all_imports(tree: ast.Module, importer: str) -> Iterator[Import]:
+    """Every import anywhere in the module (module level, functions, TYPE_CHECKING)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield from _imports(node, importer)
+
+
+def _module_level_imports(body: list[ast.stmt], importer: str) -> Iterator[Import]:
+    """Imports run when the module is imported.
+
+    Excluded: ``if TYPE_CHECKING:`` blocks (never run) and imports inside functions (run on
+    call, after every module is loaded, which is how a deliberate late import breaks a
+    cycle). Imports in ``try``/``if``/``with`` blocks and class bodies at module level count.
+    """
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield from _imports(node, importer)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        elif isinstance(node, ast.If):
+            if not _is_type_checking(node):
+                yield from _module_level_imports(node.body, importer)
+            yield from _module_level_imports(node.orelse, importer)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody):
+                yield from _module_level_imports(block, importer)
+            for handler in node.handlers:
+                yield from _module_level_imports(handler.body, importer)
+        elif isinstance(node, (ast.With, ast.ClassDef)):
+            yield from _module_level_imports(node.body, importer)
+
+
+def _targets(imp: Import) -> list[str]:
+    """The package modules an import loads (by name; parent packages are not counted)."""
+    if imp.name is not None and f"{imp.module}.{imp.name}" in MODULES:
+        return [f"{imp.module}.{imp.name}"]  # `from pkg import submodule`
+    return [imp.module] if imp.module in MODULES else []
+
+
+def _graph() -> dict[str, set[str]]:
+    return {
+        name: {t for imp in _module_level_imports(tree.body, name) for t in _targets(imp)} - {name}
+        for name, tree in TREES.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_helpers_see_what_they_should() -> None:
+    """The parser finds the modules and the edges the checks below rely on."""
+    graph = _graph()
+    assert f"{PACKAGE}.archive" in MODULES and PACKAGE in MODULES
+    assert f"{PACKAGE}.errors" in graph[f"{PACKAGE}.archive"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    sample = ast.parse(
+        "from langchain_compact import _archive_files as files, tokens as t\n"
+        "from langchain_compact.tokens import _check_message\n"
+        "import langchain_compact.tokens\n"
+        "def f():\n"
+        "    from .errors import _hidden\n"
+        "    return t._approx_text, langchain_compact.tokens._x, files.read_jsonl, t.__name__\n"
+    )
+    assert _private_crossings({f"{PACKAGE}.archive": sample}) == [
+        f"{PACKAGE}.archive:2 imports _check_message from {PACKAGE}.tokens",
+        f"{PACKAGE}.archive:5 imports _hidden from {PACKAGE}.errors",
+        f"{PACKAGE}.archive:6 uses t._approx_text ({PACKAGE}.tokens)",
+        f"{PACKAGE}.archive:6 uses langchain_compact.tokens._x ({PACKAGE}.tokens)",
+    ]
+
+
+def test_no_import_cycles_between_package_modules() -> None:
+    """Module-level imports only: TYPE_CHECKING blocks and function-local imports excluded."""
+    assert _cycles(_graph()) == []
+
+
+def _private_crossings(trees: dict[str, ast.Module]) -> list[str]:
+    problems: list[str] = []
+    for name, tree in trees.items():
+        modules: dict[str, str] = {}  # local name -> package module it refers to
+        for imp in _all_imports(tree, name):
+            if not imp.module.startswith(PACKAGE):
+                continue
+            if imp.name is None:  # import langchain_compact.x [as y]
+                if imp.alias != imp.module.split(".")[0]:
+                    modules[imp.alias] = imp.module
+                continue
+            full = f"{imp.module}.{imp.name}"
+            if full in MODULES:  # a (possibly private) module: fine
+                modules[imp.alias] = full
+            elif _is_private(imp.name):
+                problems.append(f"{name}:{imp.line} imports {imp.name} from {imp.module}")
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+                continue
+            owner = _dotted(node.value)
+            module = modules.get(owner, owner) if owner else None
+            if module in MODULES and f"{module}.{node.attr}" not in MODULES and module != name:
+                problems.append(f"{name}:{node.lineno} uses {owner}.{node.attr} ({module})")
+    return problems
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
+
+
+def test_no_private_name_crosses_a_module_boundary() -> None:
+    """No ``from langchain_compact.x import _name`` and no ``module._name`` on a package module.
+
+    A private *module* (``_archive_files``) with public names is fine.
+    """
+    assert _private_crossings(TREES) == []
+
+
+def test_no_module_rewrites_its_types_module() -> None:
+    """Public types are defined where they are public: nothing assigns ``__module__``."""
+    rewrites = [
+        f"{name}:{node.lineno}"
+        for name, tree in TREES.items()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Attribute) and target.attr == "__module__"
+    ]
+    assert rewrites == []
+
+
+def test_the_library_does_not_import_the_cli() -> None:
+    """Only the CLI subpackage (and ``__main__``) may import ``langchain_compact.cli``."""
+    library = [
+        name
+        for name in TREES
+        if name != f"{PACKAGE}.__main__" and name != CLI and not name.startswith(f"{CLI}.")
+    ]
+    offenders = [
+        f"{name}:{imp.line}"
+        for name in library
+        for imp in _all_imports(TREES[name], name)
+        if any(t == CLI or t.startswith(f"{CLI}.") for t in [*_targets(imp), imp.module])
+    ]
+    assert offenders == []
+
+
+def test_the_top_level_surface_is_small() -> None:
+    assert len(langchain_compact.__all__) < 25
+    assert len(set(langchain_compact.__all__)) == len(langchain_compact.__all__)
