@@ -21,7 +21,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import NotRequired
 
-from langchain_compact._cli_common import load_chat_model
+from langchain_compact.cli._common import load_chat_model
 from langchain_compact.config import CompactionConfig
 from langchain_compact.demo import ContextReadingPolicy, DependentTask, TaskVerdict
 from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
@@ -180,7 +180,7 @@ def _action(message: BaseMessage) -> str:
 def _model(options: DemoOptions) -> tuple[BaseChatModel, str, bool]:
     if options.model is None:
         if options.base_url:
-            from langchain_compact._cli_common import CliError
+            from langchain_compact.cli._common import CliError
 
             raise CliError("--base-url needs --model NAME (the model name the server serves)")
         # Usage reported with the same estimate compaction uses, so the numbers line up.

@@ -24,16 +24,16 @@ from langchain_core.messages import BaseMessage
 
 from langchain_compact import _archive_files as _f
 from langchain_compact import _archive_util as _u
-from langchain_compact._cli_common import CliError, load_chat_model, message_tokens, pick_counter
-from langchain_compact._cli_inspect import micro_compact
-from langchain_compact._transcripts import (
+from langchain_compact.archive import JsonlArchive
+from langchain_compact.cli._common import CliError, load_chat_model, message_tokens, pick_counter
+from langchain_compact.cli._inspect import micro_compact
+from langchain_compact.cli.transcripts import (
     Container,
     Transcript,
     encode_transcript,
     read_transcript,
     write_atomic,
 )
-from langchain_compact.archive import JsonlArchive
 from langchain_compact.compaction import compact_history
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import InvalidHistoryError

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langchain_compact._cli_common import message_tokens
-from langchain_compact._transcripts import Transcript
+from langchain_compact.cli._common import message_tokens
+from langchain_compact.cli.transcripts import Transcript
 from langchain_compact.compaction import CompactionResult, compact_history
 from langchain_compact.config import CompactionConfig
 from langchain_compact.markers import KIND_CLEARED, kind_of, with_meta
