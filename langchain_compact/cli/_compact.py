@@ -26,7 +26,7 @@ from langchain_compact import _archive_files as _f
 from langchain_compact import _archive_util as _u
 from langchain_compact.archive import JsonlArchive
 from langchain_compact.cli._common import CliError, load_chat_model, message_tokens, pick_counter
-from langchain_compact.cli._inspect import micro_compact
+from langchain_compact.cli._inspect import micro_step
 from langchain_compact.cli.transcripts import (
     Container,
     Transcript,
@@ -307,7 +307,7 @@ def _compact_staged(
             f"{len(loaded.repair.removed)} original message(s) it dropped or rewrote are "
             f"archived as {ref}"
         )
-    micro = micro_compact(messages, config, counter)
+    micro = micro_step(messages, config, counter)
     changed = sorted(micro.cleared + micro.truncated)
     if changed:
         ref = stage.write(

@@ -27,10 +27,10 @@ from langchain_compact.demo import ContextReadingPolicy, DependentTask, TaskVerd
 from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.tokens import approximate_tokens, context_tokens
 
-__all__ = ["DEFAULT_STEPS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "Turn", "run_demo"]
+__all__ = ["DEMO_STEPS", "DEMO_WINDOW", "DemoOptions", "DemoResult", "Turn", "run_demo"]
 
-DEFAULT_STEPS = 50
-DEFAULT_WINDOW = 4_000
+DEMO_STEPS = 50
+DEMO_WINDOW = 4_000
 """Small enough that the default 50-step task (about 1,700 tokens of log per step) needs
 three full compactions and a micro-compaction every turn, large enough to finish."""
 
@@ -48,8 +48,8 @@ class DemoOptions:
     """Settings of one demo run (the CLI's flags)."""
 
     out_dir: Path
-    steps: int = DEFAULT_STEPS
-    window: int = DEFAULT_WINDOW
+    steps: int = DEMO_STEPS
+    window: int = DEMO_WINDOW
     strategy: Strategy = "compact"
     model: str | None = None
     base_url: str | None = None

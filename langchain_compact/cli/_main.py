@@ -21,7 +21,7 @@ from pathlib import Path
 
 from langchain_compact import __version__
 from langchain_compact.cli._common import CliError, first_line, pick_counter
-from langchain_compact.cli._demo import DEFAULT_STEPS, DEFAULT_WINDOW
+from langchain_compact.cli._demo import DEMO_STEPS, DEMO_WINDOW
 from langchain_compact.cli.transcripts import TranscriptError
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError
@@ -81,14 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--steps",
         type=_positive,
-        default=DEFAULT_STEPS,
-        help=f"steps of the task ({DEFAULT_STEPS})",
+        default=DEMO_STEPS,
+        help=f"steps of the task ({DEMO_STEPS})",
     )
     demo.add_argument(
         "--window",
         type=_positive,
-        default=DEFAULT_WINDOW,
-        help=f"context window in tokens ({DEFAULT_WINDOW})",
+        default=DEMO_WINDOW,
+        help=f"context window in tokens ({DEMO_WINDOW})",
     )
     demo.add_argument(
         "--strategy",

@@ -702,3 +702,26 @@ def test_the_cli_lives_in_its_own_subpackage_and_the_library_never_imports_it() 
         )
     )
     assert offenders == [], f"library modules importing the CLI: {offenders}"
+
+
+def test_no_cli_name_shadows_a_library_name() -> None:
+    """``cli._inspect.micro_compact`` used to shadow ``microcompact.micro_compact``."""
+    import importlib
+    import pkgutil
+
+    import langchain_compact
+    import langchain_compact.cli as cli_package
+
+    def exported(package: Any, skip: str = "") -> dict[str, str]:
+        names: dict[str, str] = {}
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if (skip and info.name.startswith(skip)) or info.name.endswith("__main__"):
+                continue
+            for name in getattr(importlib.import_module(info.name), "__all__", ()):
+                names.setdefault(name, info.name)
+        return names
+
+    library = exported(langchain_compact, skip="langchain_compact.cli")
+    cli = exported(cli_package)
+    clashes = {name: (cli[name], library[name]) for name in cli.keys() & library.keys()}
+    assert clashes == {}
