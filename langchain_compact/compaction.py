@@ -23,6 +23,11 @@ from langchain_compact._ops import (
     _summarize_steps,
     _summary_bound,
 )
+from langchain_compact._placeholders import (
+    SUMMARY_ARCHIVED,
+    merged_summary_header,
+    summary_header,
+)
 from langchain_compact._restore import _ReadOp
 from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
 from langchain_compact.errors import ConfigError
@@ -68,11 +73,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("langchain_compact")
-
-SUMMARY_HEADER = (
-    "[Summary #{index} of the earlier conversation: {count} messages were compacted{archived}. "
-    "It replaces them; the original task is pinned above. Continue the task from here.]\n\n"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -530,8 +530,8 @@ def _steps(
     text, used, errors = yield from _summarize_steps(summarizer, readable, config, bound)
     spare = bound // 2 if left is None else max(32, min(bound // 2, left - bound))
     supplement = fidelity_supplement(readable, text, max_tokens=spare)
-    archived = f", archived as {ref} (recall_archived returns the originals)" if ref else ""
-    body = SUMMARY_HEADER.format(index=index, count=len(span), archived=archived) + text
+    archived = SUMMARY_ARCHIVED.format(archive_ref=ref) if ref else ""  # for the log line
+    body = summary_header(index=index, count=len(span), archive_ref=ref) + text
     if supplement:
         body += "\n\n" + supplement
     merged = 0
@@ -555,7 +555,7 @@ def _steps(
         if merge_extra:
             merged_text += "\n\n" + merge_extra
         merged_msg = _summary_message(
-            f"[Merged summary of compactions 1-{index - 1}.]\n\n{merged_text}",
+            merged_summary_header(last=index - 1) + merged_text,
             config,
             earlier,
             index=index - 1,

@@ -36,6 +36,7 @@ from langchain_core.runnables import RunnableConfig
 
 from langchain_compact._digest_parse import detect, scrub
 from langchain_compact._digest_sections import Lines, clip, describe
+from langchain_compact._placeholders import digest_header
 from langchain_compact._render import key_lines
 from langchain_compact.errors import ConfigError
 
@@ -80,8 +81,7 @@ def _fit(header: str, lines: Lines, max_chars: int) -> str:
 
 
 def _header(what: str, text: str, note: str) -> str:
-    parts = [what, f"{len(text):,} chars"] + ([note] if note else [])
-    return f"[digest of {'; '.join(parts)}]"
+    return digest_header(what, len(text), note)
 
 
 # --- plain text and code --------------------------------------------------------------

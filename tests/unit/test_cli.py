@@ -725,3 +725,29 @@ def test_no_cli_name_shadows_a_library_name() -> None:
     cli = exported(cli_package)
     clashes = {name: (cli[name], library[name]) for name in cli.keys() & library.keys()}
     assert clashes == {}
+
+
+def test_an_openai_transcript_gets_its_markers_back(tmp_path: Path) -> None:
+    """The OpenAI format has no metadata: cleared results, cut results and summaries are
+    recognised by their texts on import. A cut result's notice comes first, and the reader
+    used to look for it only after a newline, so a cut result was read back as unmarked."""
+    from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED
+    from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
+
+    def call(i: int) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "run", "args": {}, "id": f"c{i}"}])
+
+    big = "\n".join(f"line {n}: value={n}" for n in range(2_000))
+    history: list[BaseMessage] = [HumanMessage("Task: run it.")]
+    for i in range(4):
+        history += [call(i), ToolMessage(big, tool_call_id=f"c{i}", name="run")]
+    history = truncate_large_tool_results(history, max_chars=5_000)
+    history = clear_tool_results(history, keep=1, min_chars=10)
+    summary = HumanMessage("[Merged summary of compactions 1-2.]\n\n- ran it")
+    history.insert(1, summary)
+    kinds = [kind_of(m) for m in history]
+    assert kinds.count(KIND_CLEARED) == 2 and kinds.count(KIND_TRUNCATED) == 2
+    dump_transcript(history, tmp_path / "t.jsonl", "openai")
+    back = load_transcript(tmp_path / "t.jsonl")
+    assert [kind_of(m) for m in back] == [None, KIND_SUMMARY, *kinds[2:]]
+    assert back[1].response_metadata["langchain_compact"]["index"] == 2
