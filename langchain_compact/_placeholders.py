@@ -29,6 +29,9 @@ __all__ = [
     "FACTS_MARK",
     "HUMAN_TRUNCATION_NOTICE",
     "MERGED_SUMMARY_HEADER",
+    "OMITTED_LINES",
+    "OMITTED_LINES_END",
+    "OMITTED_LINES_KEY",
     "SUMMARY_ARCHIVED",
     "SUMMARY_HEADER",
     "TASK_TRUNCATION_NOTICE",
@@ -46,9 +49,11 @@ __all__ = [
     "is_summary_text",
     "kept_facts",
     "merged_summary_header",
+    "omitted_lines",
     "parse_cleared",
     "parse_cut_notice",
     "parse_digest_header",
+    "parse_omitted_lines",
     "parse_summary_header",
     "summary_header",
     "task_notice",
@@ -120,6 +125,16 @@ MERGED_SUMMARY_HEADER = "[Merged summary of compactions 1-{last}.]\n\n"
 
 _DIGEST_OPEN = "[digest of "
 
+OMITTED_LINES = "[... {lines} lines omitted ...]"
+"""A digest's line where the middle of a text was left out (``lines`` with thousands
+separators)."""
+
+OMITTED_LINES_KEY = "[... {lines} lines omitted; {key_lines} key lines of them:"
+"""The same, when the digest shows some of those lines (then :data:`OMITTED_LINES_END`)."""
+
+OMITTED_LINES_END = "[... end of the omitted lines]"
+"""The line after the key lines of an omitted stretch."""
+
 # --------------------------------------------------------------------------- parsers from templates
 
 #: What each template field may hold when read back.
@@ -132,6 +147,8 @@ _FIELDS = {
     "index": r"(?P<index>\d+)",
     "count": r"(?P<count>\d+)",
     "last": r"(?P<last>\d+)",
+    "lines": r"(?P<lines>\d{1,3}(?:,\d{3})*)",
+    "key_lines": r"(?P<key_lines>\d+)",
     "archive_ref": r"(?P<archive_ref>[^\n]+?)",
 }
 
@@ -412,3 +429,31 @@ def parse_digest_header(text: str) -> DigestHeader | None:
     return DigestHeader(
         what=match.group("what"), chars=_int(match, "chars"), note=match.group("note") or ""
     )
+
+
+def omitted_lines(lines: int, key_lines: int = 0) -> str:
+    """The digest line that stands for ``lines`` left-out lines, of which ``key_lines``
+    follow it (then :data:`OMITTED_LINES_END` closes them).
+
+    Example:
+        >>> omitted_lines(1_200), omitted_lines(40, 3)
+        ('[... 1,200 lines omitted ...]', '[... 40 lines omitted; 3 key lines of them:')
+    """
+    if key_lines:
+        return OMITTED_LINES_KEY.format(lines=f"{lines:,}", key_lines=key_lines)
+    return OMITTED_LINES.format(lines=f"{lines:,}")
+
+
+_OMITTED_RES = (
+    re.compile(r"\A" + _pattern(OMITTED_LINES) + r"\Z"),
+    re.compile(r"\A" + _pattern(OMITTED_LINES_KEY) + r"\Z"),
+)
+
+
+def parse_omitted_lines(line: str) -> tuple[int, int] | None:
+    """``(lines, key_lines)`` of an :func:`omitted_lines` line, or ``None``."""
+    for regex in _OMITTED_RES:
+        if match := regex.match(line):
+            keys = match.groupdict().get("key_lines")
+            return _int(match, "lines"), int(keys) if keys else 0
+    return None

@@ -61,6 +61,9 @@ PINNED = {
     ),
     "SUMMARY_ARCHIVED": ", archived as {archive_ref} (recall_archived returns the originals)",
     "MERGED_SUMMARY_HEADER": "[Merged summary of compactions 1-{last}.]\n\n",
+    "OMITTED_LINES": "[... {lines} lines omitted ...]",
+    "OMITTED_LINES_KEY": "[... {lines} lines omitted; {key_lines} key lines of them:",
+    "OMITTED_LINES_END": "[... end of the omitted lines]",
 }
 
 
@@ -182,6 +185,11 @@ def test_a_digest_header_parses_back(what: str, chars: int, note: str) -> None:
     assert ph.parse_digest_header(text) == ph.DigestHeader(what=what, chars=chars, note=note)
 
 
+@given(lines=SIZES, key_lines=st.integers(min_value=0, max_value=10**6))
+def test_an_omitted_lines_line_parses_back(lines: int, key_lines: int) -> None:
+    assert ph.parse_omitted_lines(ph.omitted_lines(lines, key_lines)) == (lines, key_lines)
+
+
 def test_a_changed_template_is_not_read() -> None:
     """The parsers read exactly the pinned texts: a reworded one is not recognised."""
     fields = {"name": "ls", "chars": 9, "tokens": 3, "tool_call_id": "c1"}
@@ -239,8 +247,18 @@ def test_what_truncation_writes_parses_back_to_the_message() -> None:
 
 def test_a_digest_header_says_what_the_digest_says() -> None:
     text = "\n".join(f"2024-01-01 INFO step {n} ok" for n in range(3_000))
-    parsed = ph.parse_digest_header(structured_digest(text, max_chars=1_500))
+    digest = structured_digest(text, max_chars=1_500)
+    parsed = ph.parse_digest_header(digest)
     assert parsed is not None and parsed.chars == len(text) and "log" in parsed.what
+
+
+def test_a_text_digest_says_how_many_lines_it_left_out() -> None:
+    text = "\n".join(f"the quick brown fox jumps over lazy dog number {n}" for n in range(3_000))
+    digest = structured_digest(text, max_chars=1_500)
+    header = ph.parse_digest_header(digest)
+    assert header is not None and header.what.startswith("text:")
+    gaps = [g for line in digest.splitlines() if (g := ph.parse_omitted_lines(line))]
+    assert len(gaps) == 1 and 2_000 < gaps[0][0] < 3_000
 
 
 def test_a_summary_header_matches_the_summary_markers(tmp_path: Path) -> None:
