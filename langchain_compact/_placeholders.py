@@ -1,13 +1,10 @@
 """The texts compaction writes into a history, and the parsers that read them back.
 
-Every placeholder, cut notice, summary header and digest header the package puts in a
-message is a template here, written through a function here and parsed back by a function
-here, so the format has one owner. Each parser is built from the template it reads, so a
-text is recognised exactly when this module could have written it.
-
-Code that has the messages should read their markers (:func:`langchain_compact.markers.
-get_meta`); the parsers are for texts that lost them, such as a history exported to the
-OpenAI chat format and read back.
+Every placeholder, cut notice, summary header and digest line the package writes into a
+message is a template here, written and parsed back by functions here; each parser is built
+from its template. Code that has the messages reads their markers
+(:func:`langchain_compact.markers.get_meta`) instead; the parsers are for texts that lost
+them, such as a history exported to the OpenAI chat format.
 
 Example:
     >>> text = cleared_text(name="ls", chars=900, tokens=225, tool_call_id="c1")
@@ -177,17 +174,16 @@ def _int(match: re.Match[str], group: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Cleared:
-    """What a cleared tool result's placeholder says."""
+    """What a cleared tool result's placeholder says: the tool's ``name``, the original's
+    ``chars`` and ``tokens``, the ``tool_call_id`` the archive keeps it under (``None`` when
+    not ``archived``) and the ``facts`` it kept."""
 
     name: str
     chars: int
-    """Characters of the original result."""
     tokens: int
     tool_call_id: str | None
-    """The call whose result the archive keeps; ``None`` when it was not archived."""
     archived: bool
     facts: tuple[str, ...]
-    """The fact lines the placeholder kept."""
 
 
 def cleared_text(
@@ -232,14 +228,9 @@ def parse_cleared(text: str) -> Cleared | None:
         rest = text[match.end() :]
         if rest and not rest.startswith(FACTS_MARK):
             continue
-        return Cleared(
-            name=match.group("name"),
-            chars=_int(match, "chars"),
-            tokens=_int(match, "tokens"),
-            tool_call_id=match.group("tool_call_id") if archived else None,
-            archived=archived,
-            facts=tuple(kept_facts(rest)),
-        )
+        call_id = match.group("tool_call_id") if archived else None
+        name, chars, tokens = match.group("name"), _int(match, "chars"), _int(match, "tokens")
+        return Cleared(name, chars, tokens, call_id, archived, tuple(kept_facts(rest)))
     return None
 
 
@@ -275,13 +266,9 @@ def cut_notice(
     ref: str,
     archived: bool = True,
 ) -> str:
-    """The notice on a tool result (``kind="result"``) or long human message
-    (``"message"``) cut to a digest, starting and ending with a newline.
-
-    ``template`` defaults to :data:`DEFAULT_TRUNCATION_NOTICE` (a result) or
-    :data:`HUMAN_TRUNCATION_NOTICE` (a message), and :data:`UNARCHIVED_NOTICE` for both when
-    not ``archived``.
-    """
+    """The notice on a tool result (``kind="result"``) or long human message (``"message"``)
+    cut to a digest: ``template``, else the default for the kind (:data:`UNARCHIVED_NOTICE`
+    for both when not ``archived``)."""
     if not template:
         if not archived:
             template = UNARCHIVED_NOTICE
@@ -304,17 +291,12 @@ _CUT_TEMPLATES: tuple[tuple[str, CutKind, bool], ...] = (
     (UNARCHIVED_TASK_NOTICE, "task", False),
 )
 
-
 #: A notice at the start of the text (where cuts put it, without its first newline) or after
 #: a newline (the task's, at the end; older versions put it between head and tail).
-def _cut_regexes() -> list[tuple[re.Pattern[str], CutKind, bool]]:
-    return [
-        (re.compile(r"(?:\A|\n)" + _pattern(t.strip("\n"))), kind, archived)
-        for t, kind, archived in _CUT_TEMPLATES
-    ]
-
-
-_CUT_RES = _cut_regexes()
+_CUT_RES = [
+    (re.compile(r"(?:\A|\n)" + _pattern(t.strip("\n"))), kind, archived)
+    for t, kind, archived in _CUT_TEMPLATES
+]
 
 
 def parse_cut_notice(text: str) -> CutNotice | None:
@@ -325,17 +307,10 @@ def parse_cut_notice(text: str) -> CutNotice | None:
         match = regex.search(text)
         if match is None or (best is not None and match.start() >= best[0]):
             continue
-        groups = match.groupdict()
-        ref = groups.get("tool_call_id")
-        notice = CutNotice(
-            kind=kind,
-            name=groups.get("name") or "",
-            chars=_int(match, "chars"),
-            omitted=_int(match, "omitted"),
-            ref=ref,
-            archived=archived,
-        )
-        best = (match.start(), notice)
+        got = match.groupdict()
+        chars, omitted = _int(match, "chars"), _int(match, "omitted")
+        name, ref = got.get("name") or "", got.get("tool_call_id")
+        best = (match.start(), CutNotice(kind, name, chars, omitted, ref, archived))
     return best[1] if best else None
 
 
@@ -344,14 +319,13 @@ def parse_cut_notice(text: str) -> CutNotice | None:
 
 @dataclass(frozen=True, slots=True)
 class SummaryHeader:
-    """What a summary's header says."""
+    """What a summary's header says: the compaction ``index`` (of a ``merged`` summary: the
+    last it merges), the ``count`` of messages compacted (``None`` when merged) and the
+    ``archive_ref`` of the originals (``None`` if not archived)."""
 
     index: int
-    """The compaction number (for a merged summary: the last one it merges)."""
     count: int | None
-    """Messages compacted; ``None`` for a merged summary."""
     archive_ref: str | None
-    """Where the compacted originals are archived, if they are."""
     merged: bool
 
 
@@ -373,12 +347,8 @@ _MERGED_RE = re.compile(r"\A" + _pattern(MERGED_SUMMARY_HEADER))
 def parse_summary_header(text: str) -> SummaryHeader | None:
     """The fields of the header a summary's text starts with, or ``None``."""
     if match := _SUMMARY_RE.match(text):
-        return SummaryHeader(
-            index=_int(match, "index"),
-            count=_int(match, "count"),
-            archive_ref=match.group("archive_ref"),
-            merged=False,
-        )
+        count, ref = _int(match, "count"), match.group("archive_ref")
+        return SummaryHeader(_int(match, "index"), count, ref, merged=False)
     if match := _MERGED_RE.match(text):
         return SummaryHeader(index=_int(match, "last"), count=None, archive_ref=None, merged=True)
     return None
@@ -394,14 +364,12 @@ def is_summary_text(text: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class DigestHeader:
-    """What a structured digest's first line says."""
+    """What a structured digest's first line says: ``what`` the text is (``a log: 4,009
+    lines``), its ``chars`` and a ``note`` (``""`` if none)."""
 
     what: str
-    """What the text is (``a JSON array: 2,000 records``, ``a log: 4,009 lines``...)."""
     chars: int
-    """Characters of the original text."""
     note: str
-    """Anything else the digest noted (``""`` if nothing)."""
 
 
 def digest_header(what: str, chars: int, note: str = "") -> str:
