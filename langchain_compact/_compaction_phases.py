@@ -40,6 +40,7 @@ from langchain_compact._ops import (
     summarize_steps,
     summary_bound,
 )
+from langchain_compact._placeholders import merged_summary_header, summary_header
 from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
 from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
 from langchain_compact.markers import (
@@ -67,14 +68,9 @@ from langchain_compact.tokens import TokenCounter, approximate_tokens, calibrati
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["SUMMARY_HEADER", "CompactionResult", "Plan", "compaction_steps", "plan_compaction"]
+__all__ = ["CompactionResult", "Plan", "compaction_steps", "plan_compaction"]
 
 logger = logging.getLogger("langchain_compact")
-
-SUMMARY_HEADER = (
-    "[Summary #{index} of the earlier conversation: {count} messages were compacted{archived}. "
-    "It replaces them; the original task is pinned above. Continue the task from here.]\n\n"
-)
 
 #: Local tokens of the summary header and the message framing around it.
 SUMMARY_HEADER_TOKENS = 80
@@ -458,7 +454,7 @@ def merge_summaries(
     if merge_extra:
         merged_text += "\n\n" + merge_extra
     merged_msg = summary_message(
-        f"[Merged summary of compactions 1-{index - 1}.]\n\n{merged_text}",
+        merged_summary_header(last=index - 1) + merged_text,
         config,
         earlier,
         index=index - 1,
@@ -539,8 +535,7 @@ def compaction_steps(
     )
     draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
     yield from make_room(draft)
-    archived = f", archived as {ref} (recall_archived returns the originals)" if ref else ""
-    header = SUMMARY_HEADER.format(index=index, count=len(plan.span), archived=archived)
+    header = summary_header(index=index, count=len(plan.span), archive_ref=ref)
     yield from summarize_span(draft, span, summarizer, header)
     yield from merge_summaries(draft, summarizer, index)
     yield from fit_next_call(draft)

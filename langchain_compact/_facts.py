@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import re
 
+from langchain_compact._placeholders import FACTS_MARK, append_facts, kept_facts
 from langchain_compact._render import word_prefix
 
 __all__ = ["FACTS_MARK", "fact_lines", "placeholder_facts", "result_gist", "with_facts"]
-
-FACTS_MARK = "\nfacts kept: "
-"""Where a placeholder's fact lines start (they are joined by `` | ``)."""
 
 #: ``key = value`` / ``key: value``: a key of up to four words that start with a letter
 #: (JSON ``"key": value`` too), so log stamps like ``INFO 03:47`` are not keys.
@@ -125,7 +123,7 @@ def with_facts(placeholder: str, text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     last = [_clip(lines[-1])] if lines and not _NOISE_RE.match(lines[-1]) else []
     facts = list(dict.fromkeys([*last, *fact_lines(text, limit=DEFAULT_LIMIT - len(last))]))
-    return placeholder + FACTS_MARK + " | ".join(facts) if facts else placeholder
+    return append_facts(placeholder, facts)
 
 
 def placeholder_facts(placeholder: str, *, limit: int = 3) -> list[str]:
@@ -135,9 +133,8 @@ def placeholder_facts(placeholder: str, *, limit: int = 3) -> list[str]:
         >>> placeholder_facts(with_facts("[cleared]", "noise\\nRESULT step=2 value=7"))
         ['RESULT step=2 value=7']
     """
-    kept = placeholder.partition(FACTS_MARK)[2]
-    if not kept:
+    lines = kept_facts(placeholder)
+    if not lines:
         return []
-    lines = kept.split(" | ")
     best = fact_lines("\n".join(lines), limit=limit, best_only=True)
     return best or lines[:limit]

@@ -274,8 +274,9 @@ class JsonlArchive(_ArchiveBase):
             "permissions."
         )
 
-    def _folder(self, thread_id: str, *, create: bool = False) -> Path:
-        """The thread's folder (a real folder, never a symbolic link; made 0700 on write)."""
+    def thread_folder(self, thread_id: str, *, create: bool = False) -> Path:
+        """The folder of ``thread_id``'s records (a real folder, never a symbolic link; made
+        0700 when ``create`` is set and it is written)."""
         path = self.directory / _r.thread_key(thread_id)
         try:
             if create and not self.directory.exists():
@@ -312,7 +313,7 @@ class JsonlArchive(_ArchiveBase):
             True
         """
         batch = _r.serialise(messages)
-        folder = self._folder(thread_id, create=True)
+        folder = self.thread_folder(thread_id, create=True)
         try:
             existing = _f.find_record(folder, batch.digest[:16], thread_id)
             if existing is not None:
@@ -340,7 +341,7 @@ class JsonlArchive(_ArchiveBase):
 
     def _get(self, ref: str, thread_id: str) -> Record:
         _r.parse_ref(ref)
-        return self._read(str(self._folder(thread_id)), ref, thread_id)
+        return self._read(str(self.thread_folder(thread_id)), ref, thread_id)
 
     def _read(self, folder: str, ref: str, thread_id: str) -> Record:
         path = os.path.join(folder, f"{ref}.jsonl")
@@ -361,7 +362,7 @@ class JsonlArchive(_ArchiveBase):
     def refs(self, *, thread_id: str) -> list[str]:
         """Every ref archived for ``thread_id``, oldest first (from the file names)."""
         try:
-            names = os.listdir(self._folder(thread_id))
+            names = os.listdir(self.thread_folder(thread_id))
         except FileNotFoundError:
             return []
         except OSError as exc:
@@ -369,7 +370,7 @@ class JsonlArchive(_ArchiveBase):
         return sorted(n[:-6] for n in names if n.endswith(".jsonl") and _r.is_ref(n[:-6]))
 
     def _load(self, thread_id: str) -> Iterable[Record]:
-        folder = str(self._folder(thread_id))
+        folder = str(self.thread_folder(thread_id))
         for ref in reversed(self.refs(thread_id=thread_id)):
             try:
                 record = self._read(folder, ref, thread_id)

@@ -36,6 +36,7 @@ from langchain_core.runnables import RunnableConfig
 
 from langchain_compact._digest_parse import detect, scrub
 from langchain_compact._digest_sections import Lines, clip, describe
+from langchain_compact._placeholders import OMITTED_LINES_END, digest_header, omitted_lines
 from langchain_compact._render import key_lines
 from langchain_compact.errors import ConfigError
 
@@ -80,8 +81,7 @@ def _fit(header: str, lines: Lines, max_chars: int) -> str:
 
 
 def _header(what: str, text: str, note: str) -> str:
-    parts = [what, f"{len(text):,} chars"] + ([note] if note else [])
-    return f"[digest of {'; '.join(parts)}]"
+    return digest_header(what, len(text), note)
 
 
 # --- plain text and code --------------------------------------------------------------
@@ -189,14 +189,11 @@ def _text_digest(text: str, max_chars: int, note: str) -> str:
         tail_n = len(text) - tail_start + spare * 45 // 100
         head_end, tail_start = _cut(text, head_end + spare * 55 // 100, tail_n)
         picked = [p for p in picked if head_end <= p[0] < tail_start]
-    gap = f"[... {text.count(chr(10), head_end, tail_start):,} lines omitted"
-    body = [header, text[:head_end].rstrip("\n")]
+    gap = text.count(chr(10), head_end, tail_start)
+    body = [header, text[:head_end].rstrip("\n"), omitted_lines(gap, len(picked))]
     if picked:
-        body.append(f"{gap}; {len(picked)} key lines of them:")
         body.extend(line for _, line in sorted(picked))
-        body.append("[... end of the omitted lines]")
-    else:
-        body.append(gap + " ...]")
+        body.append(OMITTED_LINES_END)
     body.append(text[tail_start:])
     return "\n".join(body)[:max_chars]
 

@@ -10,7 +10,7 @@ transformer and the middleware do, through :mod:`langchain_compact.archive`).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import (
     AIMessage,
@@ -21,6 +21,15 @@ from langchain_core.messages import (
 )
 
 from langchain_compact._facts import with_facts
+from langchain_compact._placeholders import (
+    DEFAULT_PLACEHOLDER,
+    DEFAULT_TRUNCATION_NOTICE,
+    UNARCHIVED_NOTICE,
+    UNARCHIVED_PLACEHOLDER,
+    cleared_text,
+    cut_notice,
+    task_notice,
+)
 from langchain_compact._render import tool_result_text
 from langchain_compact.config import (
     DEFAULT_LARGE_TOOL_RESULT_CHARS,
@@ -62,51 +71,7 @@ __all__ = [
     "truncate_large_tool_results",
 ]
 
-DEFAULT_PLACEHOLDER = (
-    "[tool result cleared to save context: {name} returned {chars} characters "
-    "(~{tokens} tokens). The full text is archived: call "
-    'recall_archived(tool_call_id="{tool_call_id}") to read it again.]'
-)
-"""Placeholder template; fields: ``name``, ``chars``, ``tokens``, ``tool_call_id``."""
-
-UNARCHIVED_PLACEHOLDER = (
-    "[tool result cleared to save context: {name} returned {chars} characters "
-    "(~{tokens} tokens). It was not archived; call the tool again if you need it.]"
-)
-"""Placeholder used when no archive keeps the original (``archived=False``)."""
-
-DEFAULT_TRUNCATION_NOTICE = (
-    "\n[... {omitted} characters omitted from this {name} result ({chars} in all). The full "
-    'text is archived: call recall_archived(tool_call_id="{tool_call_id}") to read it.]\n'
-)
-"""Inserted between head and tail of an oversized result; same fields plus ``omitted``."""
-
-TASK_TRUNCATION_NOTICE = (
-    "\n[The original task is {chars} characters; {omitted} were left out here to fit the "
-    "context window. The full text is archived: call recall_archived(query=<a few words "
-    "from it>) to read it.]\n"
-)
-"""Notice on an original task too large for the window (``task_max_ratio``)."""
-
-UNARCHIVED_TASK_NOTICE = (
-    "\n[The original task is {chars} characters; {omitted} were left out here to fit the "
-    "context window (not archived).]\n"
-)
-"""The same, when no archive keeps the original."""
-
-HUMAN_TRUNCATION_NOTICE = (
-    "\n[... {omitted} characters omitted from this {name} ({chars} in all). The full text is "
-    "archived: call recall_archived(query=<a few words from it>) to read it.]\n"
-)
-"""Notice for a long human message (an observation) cut with ``include_human=True``."""
-
 _DONE = (KIND_CLEARED, KIND_TRUNCATED)
-
-UNARCHIVED_NOTICE = (
-    "\n[... {omitted} characters omitted from this {name} result ({chars} in all); "
-    "they were not archived ({tool_call_id}).]\n"
-)
-"""Notice used when no archive keeps the original (``archived=False``)."""
 
 
 def _usage_anchor(messages: Sequence[BaseMessage]) -> str | None:
@@ -163,8 +128,8 @@ def result_name(message: BaseMessage, names: dict[str, str]) -> str:
 def _placeholder_text(
     msg: ToolMessage, text: str, template: str, chars: int, tokens: int, name: str
 ) -> str:
-    new_text = template.format(
-        name=name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
+    new_text = cleared_text(
+        template, name=name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
     )
     # The facts (key = value, ids, paths, URLs) stay visible in the placeholder.
     return with_facts(new_text, text)
@@ -303,16 +268,22 @@ def _truncate_one(
     notice: str | None = None,
 ) -> BaseMessage | None:
     text = tool_result_text(msg)
+    kind: Literal["result", "message"] = "result"
     if isinstance(msg, ToolMessage):
-        template = notice or (DEFAULT_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE)
         name, ref = msg.name or "tool", msg.tool_call_id
-    else:
-        template = HUMAN_TRUNCATION_NOTICE if archived else UNARCHIVED_NOTICE
+    else:  # a long observation sent as a user message: its own notice
+        notice, kind = None, "message"
         name, ref = "user message", f"message id {msg.id}"
     # The configured digest (e.g. an LLM's), else a structured one within ``keep_chars``.
     body = digest(text) if digest is not None else structured_digest(text, max_chars=keep_chars)
-    note = template.format(
-        omitted=max(0, len(text) - len(body)), name=name, chars=len(text), tool_call_id=ref
+    note = cut_notice(
+        notice,
+        kind=kind,
+        name=name,
+        chars=len(text),
+        omitted=max(0, len(text) - len(body)),
+        ref=ref,
+        archived=archived,
     )
     # The notice goes first: the end of a result (where commands report their outcome)
     # stays the end of its digest.
@@ -640,8 +611,9 @@ def cut_task(
         return None
     keep_chars = max(400, int(limit * 3))
     body = structured_digest(text, max_chars=keep_chars)
-    note = TASK_TRUNCATION_NOTICE if archived else UNARCHIVED_TASK_NOTICE
-    new_text = body + note.format(chars=len(text), omitted=max(0, len(text) - len(body)))
+    new_text = body + task_notice(
+        chars=len(text), omitted=max(0, len(text) - len(body)), archived=archived
+    )
     saved = _tokens(text, counter) - _tokens(new_text, counter)
     if saved <= 0:
         return None

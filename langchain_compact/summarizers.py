@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig
 
 from langchain_compact._facts import placeholder_facts, result_gist
+from langchain_compact._placeholders import is_summary_text
 from langchain_compact._render import (
     context_of,
     fit_sections,
@@ -401,7 +402,7 @@ def fidelity_supplement(
         ):
             secondary.append("\n".join(dict.fromkeys([*key_lines(text), *result_gist(text)])))
         else:
-            if kind_of(msg) == KIND_SUMMARY and text.startswith(("[Summary #", "[Merged summary")):
+            if kind_of(msg) == KIND_SUMMARY and is_summary_text(text):
                 text = text.partition("\n")[2]  # the header: index, count, archive reference
             primary.append(text)
         if isinstance(msg, AIMessage):

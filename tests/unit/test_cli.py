@@ -20,9 +20,9 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 
-from langchain_compact._transcripts import TranscriptError, dump_transcript, load_transcript
 from langchain_compact.archive import JsonlArchive
 from langchain_compact.cli import main
+from langchain_compact.cli.transcripts import TranscriptError, dump_transcript, load_transcript
 from langchain_compact.demo import ContextReadingPolicy
 from langchain_compact.history import validate_history
 from langchain_compact.markers import KIND_SUMMARY, kind_of
@@ -167,7 +167,7 @@ def test_demo_with_a_model_uses_it_and_an_llm_summarizer(
         seen.append((spec, base_url))
         return ContextReadingPolicy()
 
-    monkeypatch.setattr("langchain_compact._demo_run.load_chat_model", fake_load)
+    monkeypatch.setattr("langchain_compact.cli._demo.load_chat_model", fake_load)
     code, out, _ = run(
         capsys, "demo", "--model", "m1", "--base-url", "http://127.0.0.1:9/v1", "--out", tmp_path
     )
@@ -407,7 +407,7 @@ def test_base_url_needs_a_model_name(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_base_url_builds_an_openai_compatible_client(monkeypatch: pytest.MonkeyPatch) -> None:
     from langchain_openai import ChatOpenAI
 
-    from langchain_compact._cli_common import load_chat_model
+    from langchain_compact.cli._common import load_chat_model
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     model = load_chat_model("gemma3-270m", base_url="http://127.0.0.1:9/v1")
@@ -523,15 +523,15 @@ def test_a_failure_mid_compaction_leaves_no_archive_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Item 3: a failing compact used to leave archive records behind."""
-    from langchain_compact import _cli_compact
+    from langchain_compact.cli import _compact as cli_compact
 
-    real = _cli_compact.compact_history
+    real = cli_compact.compact_history
 
     def fails_after_archiving(*args: Any, **kwargs: Any) -> Any:
         real(*args, **kwargs)
         raise RuntimeError("the summarizer went away")
 
-    monkeypatch.setattr(_cli_compact, "compact_history", fails_after_archiving)
+    monkeypatch.setattr(cli_compact, "compact_history", fails_after_archiving)
     path = _long_run(tmp_path / "run.jsonl")
     code, _, err = run(capsys, "compact", path, "-o", tmp_path / "o.jsonl", "--archive", tmp_path)
     assert_one_line_error(code, err, "the summarizer went away")
@@ -661,3 +661,93 @@ def test_the_reader_accepts_crlf_line_ends(tmp_path: Path) -> None:
         b'{"role": "user", "content": "hi"}\r\n{"role": "assistant", "content": "yo"}\r\n'
     )
     assert [m.text for m in load_transcript(path)] == ["hi", "yo"]
+
+
+def _imports(path: Path) -> set[str]:
+    """The absolute modules ``path`` imports (``from a import b`` gives ``a`` and ``a.b``)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_cli_lives_in_its_own_subpackage_and_the_library_never_imports_it() -> None:
+    """The command line, the demo runner and the transcript I/O sit in ``cli/``; the library
+    (``demo/`` included) depends on none of it: only ``__main__.py`` starts the command."""
+    package = Path(__file__).resolve().parents[2] / "langchain_compact"
+    cli_dir = package / "cli"
+    flat = sorted(
+        p.name
+        for p in package.glob("*.py")
+        if p.name.startswith(("_cli", "_demo_run", "_transcripts", "cli"))
+    )
+    assert flat == [], f"CLI modules outside cli/: {flat}"
+    assert {"__init__.py", "_main.py", "_demo.py", "transcripts.py"} <= {
+        p.name for p in cli_dir.glob("*.py")
+    }
+    offenders = sorted(
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if cli_dir not in p.parents
+        and p.name != "__main__.py"
+        and any(
+            m == "langchain_compact.cli" or m.startswith("langchain_compact.cli.")
+            for m in _imports(p)
+        )
+    )
+    assert offenders == [], f"library modules importing the CLI: {offenders}"
+
+
+def test_no_cli_name_shadows_a_library_name() -> None:
+    """``cli._inspect.micro_compact`` used to shadow ``microcompact.micro_compact``."""
+    import importlib
+    import pkgutil
+
+    import langchain_compact
+    import langchain_compact.cli as cli_package
+
+    def exported(package: Any, skip: str = "") -> dict[str, str]:
+        names: dict[str, str] = {}
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if (skip and info.name.startswith(skip)) or info.name.endswith("__main__"):
+                continue
+            for name in getattr(importlib.import_module(info.name), "__all__", ()):
+                names.setdefault(name, info.name)
+        return names
+
+    library = exported(langchain_compact, skip="langchain_compact.cli")
+    cli = exported(cli_package)
+    clashes = {name: (cli[name], library[name]) for name in cli.keys() & library.keys()}
+    assert clashes == {}
+
+
+def test_an_openai_transcript_gets_its_markers_back(tmp_path: Path) -> None:
+    """The OpenAI format has no metadata: cleared results, cut results and summaries are
+    recognised by their texts on import. A cut result's notice comes first, and the reader
+    used to look for it only after a newline, so a cut result was read back as unmarked."""
+    from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED
+    from langchain_compact.microcompact import clear_tool_results, truncate_large_tool_results
+
+    def call(i: int) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "run", "args": {}, "id": f"c{i}"}])
+
+    big = "\n".join(f"line {n}: value={n}" for n in range(2_000))
+    history: list[BaseMessage] = [HumanMessage("Task: run it.")]
+    for i in range(4):
+        history += [call(i), ToolMessage(big, tool_call_id=f"c{i}", name="run")]
+    history = truncate_large_tool_results(history, max_chars=5_000)
+    history = clear_tool_results(history, keep=1, min_chars=10)
+    summary = HumanMessage("[Merged summary of compactions 1-2.]\n\n- ran it")
+    history.insert(1, summary)
+    kinds = [kind_of(m) for m in history]
+    assert kinds.count(KIND_CLEARED) == 2 and kinds.count(KIND_TRUNCATED) == 2
+    dump_transcript(history, tmp_path / "t.jsonl", "openai")
+    back = load_transcript(tmp_path / "t.jsonl")
+    assert [kind_of(m) for m in back] == [None, KIND_SUMMARY, *kinds[2:]]
+    assert back[1].response_metadata["langchain_compact"]["index"] == 2

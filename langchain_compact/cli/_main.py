@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_compact import __version__
-from langchain_compact._cli_common import CliError, first_line, pick_counter
-from langchain_compact._demo_run import DEFAULT_STEPS, DEFAULT_WINDOW
-from langchain_compact._transcripts import TranscriptError
+from langchain_compact.cli._common import CliError, first_line, pick_counter
+from langchain_compact.cli._demo import DEMO_STEPS, DEMO_WINDOW
+from langchain_compact.cli.transcripts import TranscriptError
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError
 
@@ -81,14 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--steps",
         type=_positive,
-        default=DEFAULT_STEPS,
-        help=f"steps of the task ({DEFAULT_STEPS})",
+        default=DEMO_STEPS,
+        help=f"steps of the task ({DEMO_STEPS})",
     )
     demo.add_argument(
         "--window",
         type=_positive,
-        default=DEFAULT_WINDOW,
-        help=f"context window in tokens ({DEFAULT_WINDOW})",
+        default=DEMO_WINDOW,
+        help=f"context window in tokens ({DEMO_WINDOW})",
     )
     demo.add_argument(
         "--strategy",
@@ -174,8 +174,8 @@ def _note(line: str) -> None:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from langchain_compact._cli_compact import load_valid
-    from langchain_compact._cli_inspect import analyse, render_inspect
+    from langchain_compact.cli._compact import load_valid
+    from langchain_compact.cli._inspect import analyse, render_inspect
 
     transcript = load_valid(args.file, repair=args.repair, say=_note).transcript
     counter, label = pick_counter()
@@ -192,13 +192,14 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    from langchain_compact._cli_compact import run_compact
+    from langchain_compact.cli._compact import run_compact
 
     return run_compact(args)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from langchain_compact._cli_report import (
+    from langchain_compact.cli._demo import DemoOptions, Turn, run_demo
+    from langchain_compact.cli._report import (
         fit,
         plot_context,
         plot_path,
@@ -206,7 +207,6 @@ def _demo(args: argparse.Namespace) -> int:
         turn_table,
         verdict_lines,
     )
-    from langchain_compact._demo_run import DemoOptions, Turn, run_demo
 
     def say(line: str) -> None:
         for part in fit(line):
@@ -275,7 +275,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             message = f"{type(exc).__name__}: {first_line(exc)}"
         print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
         return EXIT_ERROR
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,15 +29,15 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 
+from langchain_compact._placeholders import parse_cleared, parse_cut_notice, parse_summary_header
 from langchain_compact.errors import CompactionError
 from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_SUMMARY,
     KIND_TRUNCATED,
-    META_KEY,
+    get_meta,
     with_meta,
 )
-from langchain_compact.microcompact import DEFAULT_PLACEHOLDER
 
 __all__ = [
     "Transcript",
@@ -54,17 +53,6 @@ Format = Literal["openai", "langchain"]
 Container = Literal["jsonl", "json"]
 
 _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
-
-# The OpenAI format has no metadata field, so the markers compaction writes are lost on
-# export; these patterns (the package's own placeholder and header texts) restore them on
-# import, so compacting an already compacted file keeps its summaries and cleared results.
-_SUMMARY_RE = re.compile(
-    r"\A\[(?:Summary #(\d+) of the earlier conversation|Merged summary of compactions 1-(\d+)\.\])"
-)
-_CLEARED_PREFIX = DEFAULT_PLACEHOLDER.split("{", 1)[0]
-_TRUNCATED_RE = re.compile(
-    r"\n\[\.\.\. \d+ characters omitted from this .{1,200}? result \(\d+ in all\)"
-)
 
 
 class TranscriptError(CompactionError, ValueError):
@@ -186,16 +174,24 @@ def _parse_items(text: str, name: str) -> tuple[list[tuple[int, Any]], Container
 
 
 def _restore_marker(message: BaseMessage) -> BaseMessage:
-    if META_KEY in message.response_metadata or not isinstance(message.content, str):
+    """The marker compaction left on ``message``, read back from its text.
+
+    The OpenAI format has no metadata field, so the markers are lost on export; the texts
+    compaction writes (placeholders, cut notices, summary headers) are parsed back on import,
+    so compacting an already compacted file keeps its summaries and cleared results. A
+    message that still has its marker keeps it.
+    """
+    if get_meta(message) or not isinstance(message.content, str):
         return message
     text = message.content
     if isinstance(message, ToolMessage):
-        if text.startswith(_CLEARED_PREFIX):
+        if parse_cleared(text) is not None:
             return with_meta(message, kind=KIND_CLEARED)
-        if _TRUNCATED_RE.search(text):
+        cut = parse_cut_notice(text)
+        if cut is not None and cut.kind == "result":
             return with_meta(message, kind=KIND_TRUNCATED)
-    elif message.type in ("human", "system") and (match := _SUMMARY_RE.match(text)):
-        return with_meta(message, kind=KIND_SUMMARY, index=int(match.group(1) or match.group(2)))
+    elif message.type in ("human", "system") and (header := parse_summary_header(text)):
+        return with_meta(message, kind=KIND_SUMMARY, index=header.index)
     return message
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from langchain_compact._demo_run import DemoResult, Turn
+from langchain_compact.cli._demo import DemoResult, Turn
 
 __all__ = [
     "WIDTH",

@@ -24,16 +24,16 @@ from langchain_core.messages import BaseMessage
 
 from langchain_compact import _archive_files as _f
 from langchain_compact import _archive_records as _r
-from langchain_compact._cli_common import CliError, load_chat_model, message_tokens, pick_counter
-from langchain_compact._cli_inspect import micro_compact
-from langchain_compact._transcripts import (
+from langchain_compact.archive import JsonlArchive
+from langchain_compact.cli._common import CliError, load_chat_model, message_tokens, pick_counter
+from langchain_compact.cli._inspect import micro_step
+from langchain_compact.cli.transcripts import (
     Container,
     Transcript,
     encode_transcript,
     read_transcript,
     write_atomic,
 )
-from langchain_compact.archive import JsonlArchive
 from langchain_compact.compaction import compact_history
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import InvalidHistoryError
@@ -148,7 +148,7 @@ class StagedArchive(JsonlArchive):
     ) -> str:
         """Stage ``messages`` (or return the ref ``target`` already has for them)."""
         digest = _r.serialise(messages).digest[:16]
-        existing = _f.find_record(self.target._folder(thread_id), digest, thread_id)
+        existing = _f.find_record(self.target.thread_folder(thread_id), digest, thread_id)
         if existing is not None:
             return existing
         self._ensure()
@@ -165,7 +165,8 @@ class StagedArchive(JsonlArchive):
             name = f"{ref}.jsonl"
             try:
                 os.replace(
-                    other._folder(thread_id) / name, self._folder(thread_id, create=True) / name
+                    other.thread_folder(thread_id) / name,
+                    self.thread_folder(thread_id, create=True) / name,
                 )
             except OSError as exc:
                 raise CliError(self._fix(exc)) from None
@@ -178,8 +179,8 @@ class StagedArchive(JsonlArchive):
             name = f"{ref}.jsonl"
             try:
                 os.replace(
-                    self._folder(thread_id) / name,
-                    self.target._folder(thread_id, create=True) / name,
+                    self.thread_folder(thread_id) / name,
+                    self.target.thread_folder(thread_id, create=True) / name,
                 )
             except OSError as exc:
                 raise CliError(self._fix(exc)) from None
@@ -307,7 +308,7 @@ def _compact_staged(
             f"{len(loaded.repair.removed)} original message(s) it dropped or rewrote are "
             f"archived as {ref}"
         )
-    micro = micro_compact(messages, config, counter)
+    micro = micro_step(messages, config, counter)
     changed = sorted(micro.cleared + micro.truncated)
     if changed:
         ref = stage.write(

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from langchain_compact._cli_common import message_tokens
-from langchain_compact._transcripts import Transcript
+from langchain_compact.cli._common import message_tokens
+from langchain_compact.cli.transcripts import Transcript
 from langchain_compact.compaction import CompactionResult, compact_history
 from langchain_compact.config import CompactionConfig
 from langchain_compact.markers import KIND_CLEARED, kind_of, with_meta
-from langchain_compact.microcompact import micro_compact as package_micro_compact
+from langchain_compact.microcompact import micro_compact
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter
 
@@ -24,7 +24,7 @@ __all__ = [
     "CompactOutcome",
     "MicroResult",
     "analyse",
-    "micro_compact",
+    "micro_step",
     "preview",
     "render_inspect",
     "role_of",
@@ -59,11 +59,13 @@ class MicroResult:
     """Indices of oversized tool results cut to head + tail."""
 
 
-def micro_compact(
+def micro_step(
     messages: Sequence[BaseMessage], config: CompactionConfig, counter: TokenCounter
 ) -> MicroResult:
-    """Cut oversized tool results, then clear old ones (what the graph's gate node does)."""
-    out = package_micro_compact(messages, config, counter=counter)
+    """Cut oversized tool results, then clear old ones (what the graph's gate node does),
+    with the library's :func:`~langchain_compact.microcompact.micro_compact`, and say which
+    messages each change touched."""
+    out = micro_compact(messages, config, counter=counter)
     result = MicroResult(out)
     for i, (old, new) in enumerate(zip(messages, out, strict=True)):
         if old is new or kind_of(old) == kind_of(new):
@@ -112,7 +114,7 @@ def analyse(
         }
         for i in order
     ]
-    micro = micro_compact(messages, config, counter)
+    micro = micro_step(messages, config, counter)
     micro_tokens = sum(message_tokens(counter, micro.messages))
     trigger = config.trigger_tokens or 0
     result = compact_history(micro.messages, config=config, counter=counter)
@@ -221,7 +223,7 @@ def run_compaction(
     counter: TokenCounter,
 ) -> CompactOutcome:
     """Micro-compact (archiving the originals first), then compact the history once."""
-    micro = micro_compact(messages, config, counter)
+    micro = micro_step(messages, config, counter)
     ref = None
     changed = sorted(micro.cleared + micro.truncated)
     if changed:

@@ -21,16 +21,16 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import NotRequired
 
-from langchain_compact._cli_common import load_chat_model
+from langchain_compact.cli._common import load_chat_model
 from langchain_compact.config import CompactionConfig
 from langchain_compact.demo import ContextReadingPolicy, DependentTask, TaskVerdict
 from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.tokens import approximate_tokens, context_tokens
 
-__all__ = ["DEFAULT_STEPS", "DEFAULT_WINDOW", "DemoOptions", "DemoResult", "Turn", "run_demo"]
+__all__ = ["DEMO_STEPS", "DEMO_WINDOW", "DemoOptions", "DemoResult", "Turn", "run_demo"]
 
-DEFAULT_STEPS = 50
-DEFAULT_WINDOW = 4_000
+DEMO_STEPS = 50
+DEMO_WINDOW = 4_000
 """Small enough that the default 50-step task (about 1,700 tokens of log per step) needs
 three full compactions and a micro-compaction every turn, large enough to finish."""
 
@@ -48,8 +48,8 @@ class DemoOptions:
     """Settings of one demo run (the CLI's flags)."""
 
     out_dir: Path
-    steps: int = DEFAULT_STEPS
-    window: int = DEFAULT_WINDOW
+    steps: int = DEMO_STEPS
+    window: int = DEMO_WINDOW
     strategy: Strategy = "compact"
     model: str | None = None
     base_url: str | None = None
@@ -180,7 +180,7 @@ def _action(message: BaseMessage) -> str:
 def _model(options: DemoOptions) -> tuple[BaseChatModel, str, bool]:
     if options.model is None:
         if options.base_url:
-            from langchain_compact._cli_common import CliError
+            from langchain_compact.cli._common import CliError
 
             raise CliError("--base-url needs --model NAME (the model name the server serves)")
         # Usage reported with the same estimate compaction uses, so the numbers line up.
