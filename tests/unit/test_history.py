@@ -1,4 +1,4 @@
-"""History structure (DESIGN.md B2): pairing validation, safe cuts, repair.
+"""History structure (docs/design.md, B2): pairing validation, safe cuts, repair.
 
 Property tests build random *valid* histories with parallel tool batches (results in random
 order) and check the invariants against an independent reading of the structure.

@@ -1,4 +1,4 @@
-"""Micro-compaction (DESIGN.md B3, B4) on the 36 shared transcripts and on small cases.
+"""Micro-compaction (docs/design.md, B3, B4) on the agent transcripts and on small cases.
 
 Which results must be cleared is recomputed here from the rule (older than the newest
 ``keep``, at least ``min_chars``, tool not excluded); token savings are measured with

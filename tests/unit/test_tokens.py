@@ -1,4 +1,4 @@
-"""Token accounting (DESIGN.md B1): exact tiktoken counts, the CJK-aware estimate,
+"""Token accounting (docs/design.md, B1): exact tiktoken counts, the CJK-aware estimate,
 usage-anchored context size and the offline fallback.
 
 Every expected value is computed here from tiktoken directly (or from the spec), never by
