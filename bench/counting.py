@@ -1,4 +1,4 @@
-"""Token-counting benchmark (DESIGN.md B1, B3).
+"""Token-counting benchmark (docs/design.md, B1, B3).
 
 ``run()`` returns a JSON-able dict with three sections:
 

@@ -1,7 +1,7 @@
 """The benchmark's workloads, all deterministic.
 
-* :func:`load_transcripts`: the shared agent transcripts (``../shared/data/trajectories``),
-  replayed turn by turn.
+* :func:`load_transcripts`: the shared agent transcripts (``../shared/data/trajectories``, else
+  the subset in ``tests/data/trajectories``), replayed turn by turn.
 * :func:`long_history`: transcripts concatenated to N messages (decision overhead at 50 /
   500 / 5,000 messages).
 * :func:`synthetic_run`: a long agent run (>= 300 model calls) with large tool outputs,
@@ -32,7 +32,12 @@ from langchain_core.messages import (
 )
 
 _SHARED = Path(__file__).resolve().parents[2] / "shared"
-TRAJECTORY_DIR = Path(os.environ.get("LC_TRAJECTORY_DIR", _SHARED / "data" / "trajectories"))
+_SUBSET = Path(__file__).resolve().parents[1] / "tests" / "data" / "trajectories"
+_FULL = _SHARED / "data" / "trajectories"
+# The full set when it is beside the checkout, else the subset the repository ships.
+TRAJECTORY_DIR = Path(
+    os.environ.get("LC_TRAJECTORY_DIR", _FULL if any(_FULL.glob("*.jsonl")) else _SUBSET)
+)
 SEEDS_DIR = Path(os.environ.get("LC_SEEDS_DIR", _SHARED / "seeds"))
 
 

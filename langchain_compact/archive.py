@@ -1,7 +1,7 @@
 """Transcript archive (B8): keep what compaction removes, and let the model recall it.
 
 Two archives implement :class:`TranscriptArchive`: :class:`JsonlArchive` (one JSONL file per
-write, seed 000's ``.memory/`` folder) and :class:`StoreArchive` (any LangGraph ``BaseStore``,
+write, by default in ``.memory/``) and :class:`StoreArchive` (any LangGraph ``BaseStore``,
 so Postgres in production). Writes are idempotent: the same thread and the same messages give
 the same ref and no second record, so a crash between archiving and the state update resumes
 without duplicates (B9). :func:`make_recall_tool` gives the model a tool to get originals back.

@@ -1,4 +1,4 @@
-"""One full compaction as a function (DESIGN.md B5), and the decision to run one (B6).
+"""One full compaction as a function (docs/design.md, B5), and the decision to run one (B6).
 
 :func:`compact_history` / :func:`acompact_history` share one body: a generator that yields
 the I/O it needs (archive writes and reads, summarizer calls) and receives their outcomes,

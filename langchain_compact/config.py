@@ -1,6 +1,6 @@
 """`CompactionConfig`: every knob of the package, validated at construction.
 
-Defaults come from the three seed articles (see DESIGN.md, "Defaults"). An invalid value
+Defaults and where they came from: docs/design.md ("Defaults"), docs/origins.md. An invalid value
 raises :class:`~langchain_compact.errors.ConfigError` naming the field and its allowed range.
 """
 
@@ -70,11 +70,11 @@ class CompactionConfig:
 
     trigger_ratio: float = DEFAULT_TRIGGER_RATIO
     """Full compaction runs when context tokens >= ``trigger_ratio * context_window``
-    (0 < ratio <= 1; default 0.75, seed 004)."""
+    (0 < ratio <= 1; default 0.75)."""
 
     keep_last_n: int = DEFAULT_KEEP_LAST_N
     """Messages kept verbatim after a full compaction (moved back to a safe cut, so a
-    tool-call batch is never split). Default 4 (seeds 002/004)."""
+    tool-call batch is never split). Default 4."""
 
     micro_trigger_ratio: float = DEFAULT_MICRO_TRIGGER_RATIO
     """Micro-compaction's pressure gate: below ``micro_trigger_ratio * context_window`` no
@@ -144,10 +144,10 @@ class CompactionConfig:
 
     summary_budget_ratio: float = DEFAULT_SUMMARY_BUDGET_RATIO
     """When all summaries together pass ``summary_budget_ratio * context_window``, the oldest
-    are merged into one (the only time a summary is summarised). Default 0.25 (seed 004)."""
+    are merged into one (the only time a summary is summarised). Default 0.25."""
 
     max_compactions: int | None = None
-    """Stop the run after this many full compactions (seed 002 uses 2-3). ``None`` (default):
+    """Stop the run after this many full compactions. ``None`` (default):
     no cap, so a long task can outlive many windows; the thrash guard still applies."""
 
     thrash_limit: int = DEFAULT_THRASH_LIMIT
@@ -158,7 +158,7 @@ class CompactionConfig:
 
     cooldown_turns: int = 0
     """After a full compaction, this many model turns run with micro-compaction only
-    (seed 004 section 6.2). Default 0."""
+    (docs/design.md, B6). Default 0."""
 
     pin_original_task: bool = True
     """Keep the first human message (the user's task) verbatim in every compacted history."""
@@ -175,7 +175,7 @@ class CompactionConfig:
     """Seconds one summarizer call may take (``None``: no limit)."""
 
     archive_dir: str = DEFAULT_ARCHIVE_DIR
-    """Directory of the default JSONL archive (seed 000's ``.memory/``)."""
+    """Directory of the default JSONL archive."""
 
     redactor: Callable[[str], str] | None = field(default=None, compare=False)
     """Applied to text before it is archived or summarised (e.g.

@@ -1,4 +1,4 @@
-"""History structure (DESIGN.md B2): tool-call pairing, safe cut points, repair, markers.
+"""History structure (docs/design.md, B2): tool-call pairing, safe cut points, repair, markers.
 
 Providers answer a broken pairing with HTTP 400: every ``ToolMessage`` must answer a tool
 call of the ``AIMessage`` right before its batch, and every tool call must be answered

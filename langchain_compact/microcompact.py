@@ -1,4 +1,4 @@
-"""Micro-compaction (DESIGN.md B3, B4): clear old tool results, cut oversized ones.
+"""Micro-compaction (docs/design.md, B3, B4): clear old tool results, cut oversized ones.
 
 Both functions are pure: they return new messages with the same ``id``, ``tool_call_id``,
 ``name`` and ``status``, so LangGraph's ``add_messages`` replaces them in place, and they

@@ -1,4 +1,4 @@
-"""``CompactionMiddleware``: compaction for langchain v1 ``create_agent`` (DESIGN.md B6).
+"""``CompactionMiddleware``: compaction for langchain v1 ``create_agent`` (docs/design.md, B6).
 
 A thin adapter over :class:`~langchain_compact.graph.nodes.CompactionNodes`: one
 ``before_model`` hook does, before every model call and in the graph's order,

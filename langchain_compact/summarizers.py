@@ -1,6 +1,6 @@
-"""Summarizers (DESIGN.md B5): the protocol, an LLM summarizer, an extractive one.
+"""Summarizers (docs/design.md, B5): the protocol, an LLM summarizer, an extractive one.
 
-A summarizer turns the span being compacted into text with five sections (seed 004): goal
+A summarizer turns the span being compacted into text with five sections: goal
 and hard constraints; confirmed facts and data; decisions and why; done / pending / next;
 other context. :func:`fidelity_supplement` then lists numbers, identifiers, paths and URLs
 of the span that the summary dropped, with their context, before the summary is committed.
@@ -123,7 +123,7 @@ class LLMSummarizer:
         model: Any LangChain chat model.
         prompt: Instructions; ``{max_tokens}`` is substituted.
         max_tokens: Default output bound (the compactor passes its own).
-        fork: Claude Code's fork mode (seed 002 section 5): send the agent's own system
+        fork: Claude Code's fork mode: send the agent's own system
             prompt, tools and history as the request prefix, so a provider prompt cache is
             reused, and ask for the summary last. Tool execution is still refused.
         tools: The agent's tools, for ``fork=True`` (bound only so the prefix matches).

@@ -1,4 +1,4 @@
-"""Token accounting (DESIGN.md B1).
+"""Token accounting (docs/design.md, B1).
 
 Three pieces:
 
@@ -7,7 +7,7 @@ Three pieces:
   overhead, each text encoded once (a growing history costs O(new messages) per turn).
 * :func:`context_tokens`: the *usage-anchored* context size. The newest ``AIMessage`` with
   ``usage_metadata`` produced after the last compaction gives input + output tokens exactly
-  (tool schemas and system prompt included, which a local count misses: seed 002 saw a 7x
+  (tool schemas and system prompt included, which a local count misses: up to a 7x
   gap); only the messages after it are counted locally.
 """
 

@@ -1,8 +1,11 @@
-"""Load the shared agent trajectories (OpenAI chat format) as LangChain messages.
+"""Load the agent trajectories (OpenAI chat format) as LangChain messages.
 
-The transcripts live beside the checkout in ``../shared/data/trajectories`` (see its README);
-``LC_TRAJECTORY_DIR`` overrides the location. Every message gets a stable id
-``f"{stem}-{i}"`` so tests can refer to messages across runs.
+Where the transcripts are, first match wins: ``LC_TRAJECTORY_DIR``; the full set of 36
+beside the checkout in ``../shared/data/trajectories`` (CI has it); else the subset this
+repository ships in ``tests/data/trajectories`` (see its README for licence and attribution).
+Tests that need the full set carry the ``full_transcripts`` marker and are skipped, with
+:data:`FULL_TRANSCRIPTS_REASON`, when only the subset is there (``tests/conftest.py``).
+Every message gets a stable id ``f"{stem}-{i}"`` so tests can refer to messages across runs.
 """
 
 from __future__ import annotations
@@ -14,11 +17,34 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 
-TRAJECTORY_DIR = Path(
-    os.environ.get(
-        "LC_TRAJECTORY_DIR",
-        Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories",
-    )
+SHARED_TRAJECTORY_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
+"""The full set, beside the checkout (CI)."""
+SUBSET_TRAJECTORY_DIR = Path(__file__).resolve().parent / "data" / "trajectories"
+"""The subset the repository ships."""
+FULL_SET_SIZE = 36
+FULL_TRANSCRIPTS_REASON = (
+    f"needs the {FULL_SET_SIZE} transcripts in ../shared/data/trajectories (or "
+    "LC_TRAJECTORY_DIR); the repository ships a subset in tests/data"
+)
+
+
+def _trajectory_dir() -> Path:
+    override = os.environ.get("LC_TRAJECTORY_DIR")
+    if override:
+        return Path(override)
+    if any(SHARED_TRAJECTORY_DIR.glob("*.jsonl")):
+        return SHARED_TRAJECTORY_DIR
+    return SUBSET_TRAJECTORY_DIR
+
+
+TRAJECTORY_DIR = _trajectory_dir()
+SEEDS_DIR = Path(
+    os.environ.get("LC_SEEDS_DIR", Path(__file__).resolve().parents[2] / "shared" / "seeds")
+)
+"""The three Chinese articles the design started from: not redistributed with the package."""
+SEED_ARTICLES_REASON = (
+    "needs the 3 seed articles in ../shared/seeds (or LC_SEEDS_DIR); they are not "
+    "redistributed with the repository"
 )
 
 
@@ -57,3 +83,13 @@ def load_trajectory(path: str | os.PathLike[str]) -> list[BaseMessage]:
 def all_trajectories() -> list[Path]:
     """Every ``*.jsonl`` transcript in :data:`TRAJECTORY_DIR`, sorted by name."""
     return sorted(TRAJECTORY_DIR.glob("*.jsonl"))
+
+
+def has_full_set() -> bool:
+    """Whether :data:`TRAJECTORY_DIR` holds the full set of transcripts."""
+    return len(all_trajectories()) >= FULL_SET_SIZE
+
+
+def has_seed_articles() -> bool:
+    """Whether :data:`SEEDS_DIR` holds the three seed articles."""
+    return len(list(SEEDS_DIR.glob("*.txt"))) >= 3

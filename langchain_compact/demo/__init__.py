@@ -1,6 +1,6 @@
 """Offline demo workload: a dependent multi-step task and a scripted context-reading model.
 
-:class:`DependentTask` is seed 002's N-step dependent computation with large tool outputs;
+:class:`DependentTask` is the seed articles' N-step dependent computation with large tool outputs;
 :class:`ContextReadingPolicy` is a chat model that continues it only from what its context
 still shows, so a fact lost to truncation or bad compaction becomes a failed run.
 

@@ -1,4 +1,4 @@
-"""A long dependent task whose success proves no fact was lost (seed 002, exp. 07/08).
+"""A long dependent task whose success proves no fact was lost (docs/origins.md, section 2).
 
 Step ``k`` needs the value of step ``k-1``; the final report must list every value and start
 with a constraint code stated only in the original task. Each tool call returns a large,
@@ -22,7 +22,7 @@ from langchain_compact.errors import ConfigError
 __all__ = ["DEFAULT_PAYLOAD_CHARS", "DEFAULT_STEPS", "DependentTask", "TaskVerdict"]
 
 DEFAULT_STEPS = 14
-"""Number of steps of seed 002's longer experiment (07); the shorter one (08) has 7."""
+"""Number of steps of the seed article's longer experiment; its shorter one has 7."""
 DEFAULT_PAYLOAD_CHARS = 6000
 """Characters of log output each ``run_step`` call returns before its ``RESULT`` line."""
 

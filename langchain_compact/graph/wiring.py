@@ -8,6 +8,11 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableLambda
 from langgraph.graph import END, StateGraph
+
+# langgraph has no public API to move an edge: this module edits the builder's ``edges``,
+# ``waiting_edges`` and ``branches`` and rebuilds ``BranchSpec`` tuples. Tested against the
+# langgraph range pinned in pyproject.toml (>=1.2,<1.3); tests/unit/test_langgraph_compat.py
+# fails, naming what changed, when one of these internals moves.
 from langgraph.graph._branch import BranchSpec
 
 from langchain_compact.config import CompactionConfig
@@ -45,7 +50,10 @@ def add_compaction(
     ``{prefix}_summarize`` (full compaction, then back to the model with
     ``transition="compacted"``) or to ``{prefix}_stop`` (a message to the user, then END).
     Your nodes are not touched. Add ``make_recall_tool(archive)`` to your tools so the model
-    can read archived originals back.
+    can read archived originals back. Plain, waiting (``add_edge([a, b], model)``) and
+    conditional edges (with or without a path map, returning a name or a list of names) are
+    redirected; a ``Send`` to the model node or a node returning ``Command(goto=model)`` is
+    not, and reaches the model without compaction.
 
     Args:
         builder: The graph builder, before ``.compile()``.

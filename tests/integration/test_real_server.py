@@ -2,7 +2,7 @@
 
 What the compaction package relies on, checked against a real HTTP server with a real
 tokenizer: usage numbers are exact and stable, tool schemas / tool calls / tool results are
-billed as prompt tokens (seed 002's lesson), the output cap works, streaming works.
+billed as prompt tokens, the output cap works, streaming works.
 
 The model is a 270M base model: its text is not judged here, only the plumbing.
 Fixtures (conftest.py): ``llama_server``, ``chat_model``, ``make_chat_model``.

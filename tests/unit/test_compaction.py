@@ -1,4 +1,4 @@
-"""`compact_history` / `acompact_history` / `decide` as pure functions (DESIGN.md B5, B6)."""
+"""`compact_history` / `acompact_history` / `decide` as pure functions (docs/design.md, B5, B6)."""
 
 from __future__ import annotations
 

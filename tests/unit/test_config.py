@@ -1,4 +1,4 @@
-"""`CompactionConfig`: defaults from DESIGN.md, validation that names the field and range."""
+"""`CompactionConfig`: defaults from docs/design.md, validation that names the field and range."""
 
 from __future__ import annotations
 

@@ -172,6 +172,7 @@ def test_code_digest_lists_definitions_of_the_middle() -> None:
         assert f"def {name}(value):" in out
 
 
+@pytest.mark.full_transcripts
 def test_transcripts_large_results_are_digested_within_the_bound() -> None:
     """Every tool result or observation over 5,000 characters in the shared transcripts."""
     kinds: dict[str, int] = {}

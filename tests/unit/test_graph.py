@@ -1,4 +1,4 @@
-"""Graph scenarios (DESIGN.md B5/B6, seed 002 exp. 06/07/08): whole agent runs, offline.
+"""Graph scenarios (docs/design.md, B5/B6; docs/origins.md, section 2): whole agent runs, offline.
 
 The agent is :class:`ContextReadingPolicy`, which can only take step k while step k-1's value
 is visible in its input, on a :class:`DependentTask`; a run is judged by ``task.check`` against

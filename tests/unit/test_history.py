@@ -1,4 +1,4 @@
-"""History structure (DESIGN.md B2): pairing validation, safe cuts, repair.
+"""History structure (docs/design.md, B2): pairing validation, safe cuts, repair.
 
 Property tests build random *valid* histories with parallel tool batches (results in random
 order) and check the invariants against an independent reading of the structure.
@@ -260,6 +260,7 @@ def test_transcripts_validate_and_cut_safely(path: Path) -> None:
     assert repair_history(msgs)[: len(msgs)] == msgs
 
 
+@pytest.mark.full_transcripts
 def test_two_transcripts_end_with_an_unanswered_call() -> None:
     pending = [p.stem for p in TRANSCRIPTS if unanswered_call_index(load_trajectory(p)) >= 0]
     assert sorted(pending) == [

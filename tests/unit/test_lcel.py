@@ -1,4 +1,4 @@
-"""The LCEL transformer (DESIGN.md B7): stateless over its input, memoised by span."""
+"""The LCEL transformer (docs/design.md, B7): stateless over its input, memoised by span."""
 
 from __future__ import annotations
 

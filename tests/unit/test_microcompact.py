@@ -1,4 +1,4 @@
-"""Micro-compaction (DESIGN.md B3, B4) on the 36 shared transcripts and on small cases.
+"""Micro-compaction (docs/design.md, B3, B4) on the agent transcripts and on small cases.
 
 Which results must be cleared is recomputed here from the rule (older than the newest
 ``keep``, at least ``min_chars``, tool not excluded); token savings are measured with
@@ -133,6 +133,7 @@ def test_clearing_never_makes_a_result_larger(transcripts: dict[str, list[BaseMe
     assert not grew, f"{len(grew)} clears made the result larger, e.g. {grew[:3]}"
 
 
+@pytest.mark.full_transcripts
 def test_tokens_saved_per_transcript(transcripts: dict[str, list[BaseMessage]]) -> None:
     """Default settings free a real share of the tool-heavy transcripts."""
     report = {}
@@ -214,6 +215,7 @@ def _tool_heavy(transcripts: dict[str, list[BaseMessage]]) -> dict[str, list[Bas
     }
 
 
+@pytest.mark.full_transcripts
 @pytest.mark.parametrize("clear_at_least", [1_000, 3_000])
 def test_clear_at_least_clears_in_batches(
     transcripts: dict[str, list[BaseMessage]], clear_at_least: int

@@ -253,6 +253,7 @@ TRAJECTORIES = all_trajectories()
 WORD = re.compile(r"[A-Za-z0-9_]{6,}")
 
 
+@pytest.mark.full_transcripts
 def test_the_shared_transcripts_are_there() -> None:
     assert len(TRAJECTORIES) >= 30, f"expected the shared transcripts, found {len(TRAJECTORIES)}"
 

@@ -1,4 +1,4 @@
-"""Compacted histories are legal for real provider integrations (DESIGN.md B2, B5).
+"""Compacted histories are legal for real provider integrations (docs/design.md, B2, B5).
 
 The summary message, the pinned task, cleared and truncated tool results and the stop message
 all go through langchain-openai's and langchain-anthropic's own message conversion.

@@ -1,4 +1,4 @@
-"""Summarizers (DESIGN.md B5): extractive sections and bounds, fidelity check, LLM call shape."""
+"""Summarizers (docs/design.md, B5): sections and bounds, fidelity check, LLM call shape."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Token accounting (DESIGN.md B1): exact tiktoken counts, the CJK-aware estimate,
+"""Token accounting (docs/design.md, B1): exact tiktoken counts, the CJK-aware estimate,
 usage-anchored context size and the offline fallback.
 
 Every expected value is computed here from tiktoken directly (or from the spec), never by
@@ -108,6 +108,8 @@ def transcripts() -> dict[str, list[BaseMessage]]:
     return {p.stem: load_trajectory(p) for p in TRANSCRIPTS}
 
 
+@pytest.mark.full_transcripts
+@pytest.mark.seed_articles
 def test_data_present() -> None:
     assert len(TRANSCRIPTS) == 36, f"expected the 36 shared transcripts in {TRANSCRIPTS[:1]}"
     assert len(SEEDS) == 3, f"expected the 3 seed articles in {SEEDS_DIR}"
@@ -220,6 +222,7 @@ def test_cache_bound_keeps_counts_exact(transcripts: dict[str, list[BaseMessage]
 # --- approximate_tokens ---------------------------------------------------------------------
 
 
+@pytest.mark.seed_articles
 @pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.stem)
 def test_approximate_tokens_on_chinese_seed(path: Path, o200k: tiktoken.Encoding) -> None:
     messages = [HumanMessage(path.read_text(encoding="utf-8"))]
