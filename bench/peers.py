@@ -76,9 +76,13 @@ from langchain.agents.middleware.summarization import (
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 
 from langchain_compact import CompactionConfig
+from langchain_compact._scan import history_facts, holding
+from langchain_compact.compaction import decide
 from langchain_compact.errors import CompactionError, ConfigError, InvalidHistoryError
 from langchain_compact.graph.nodes import CompactionNodes
 from langchain_compact.lcel import compact_messages
+from langchain_compact.markers import Action
+from langchain_compact.microcompact import micro_compact_with_count
 from langchain_compact.summarizers import DEFAULT_SUMMARY_PROMPT as OUR_SUMMARY_PROMPT
 from langchain_compact.summarizers import LLMSummarizer
 
@@ -98,6 +102,7 @@ LABELS = {
     "langmem": "langmem SummarizationNode",
     "trim_messages": "langchain-core trim_messages",
     "ours_default": "langchain-compact (graph, default summarizer)",
+    "ours_step": "langchain-compact (one count per turn: micro_compact_with_count + decide)",
 }
 SUMMARIZING = ("ours", "ours_lcel", "lc_summarization", "langmem")
 _RUN_CONFIG: Any = {"configurable": {"thread_id": "bench"}}
@@ -383,6 +388,45 @@ class Ours(Adapter):
         self.state["messages"] = add_messages(self.state["messages"], [reply])
 
 
+class OursStep(Ours):
+    """``ours`` with one context count per turn, as a core object can call the pieces:
+    ``micro_compact_with_count`` (its changed indices are the state update, no pass over the
+    history to find them) then ``decide(..., tokens=...)`` with the count it returned.
+    Compactions and stops go through the same nodes as ``ours``."""
+
+    name = "ours_step"
+
+    def _step(self) -> tuple[list[BaseMessage], Action]:
+        messages = self.state["messages"]
+        nodes = self.nodes
+        facts = history_facts(messages)  # one read of the metadata for both calls
+        assert facts is not None
+        with holding(messages, facts):
+            result = micro_compact_with_count(
+                messages, nodes.config, archived=False, counter=nodes.counter, tools=nodes.tools
+            )
+            decision = decide(
+                result.messages,
+                config=nodes.config,
+                counter=nodes.counter,
+                tools=nodes.tools,
+                tokens=result.tokens,
+            )
+        return [result.messages[i] for i in result.changed], decision.action
+
+    def _hook(self) -> tuple[list[BaseMessage], bool, str]:
+        changed, route = self._timed(self._step)
+        if changed:
+            self._apply({"messages": changed})
+        if route == "compact":
+            self._apply(self._timed(self.nodes.summarize, self.state, _RUN_CONFIG))
+            route = self._timed(self.nodes.after_summarize, self.state)
+        if route == "stop":
+            update = self._timed(self.nodes.stop, self.state)
+            return list(self.state["messages"]), True, str(update.get("stop_reason", ""))
+        return list(self.state["messages"]), False, ""
+
+
 class OursLCEL(Adapter):
     name = "ours_lcel"
 
@@ -481,7 +525,8 @@ class Trim(Adapter):
 
 
 ADAPTERS: dict[str, type[Adapter]] = {
-    cls.name: cls for cls in (Ours, OursLCEL, LCSummarization, LCContextEditing, LangMem, Trim)
+    cls.name: cls
+    for cls in (Ours, OursStep, OursLCEL, LCSummarization, LCContextEditing, LangMem, Trim)
 }
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_compact._scan import history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import (
     KIND_PINNED_TASK,
@@ -373,7 +374,8 @@ def is_summary(message: BaseMessage) -> bool:
 
 def last_boundary_index(messages: Sequence[BaseMessage]) -> int:
     """Index of the newest compaction summary, or ``-1`` if the history was never compacted."""
-    return newest_boundary(messages)[0]
+    facts = history_facts(messages)
+    return newest_boundary(messages)[0] if facts is None else facts.boundary
 
 
 def original_task_index(messages: Sequence[BaseMessage]) -> int:
@@ -381,6 +383,9 @@ def original_task_index(messages: Sequence[BaseMessage]) -> int:
 
     Returns ``-1`` when there is no human message.
     """
+    facts = history_facts(messages)
+    if facts is not None:  # remembered for a history that grew by a few messages
+        return facts.task_index
     first = -1
     for i, msg in enumerate(messages):
         kind = kind_of(msg)

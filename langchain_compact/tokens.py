@@ -28,6 +28,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langchain_compact._scan import history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import get_meta, newest_boundary
 
@@ -390,9 +391,14 @@ def context_tokens(
         >>> context_tokens([HumanMessage("hi"), ai])
         910
     """
-    boundary, stale_ids = newest_boundary(messages)
-    scale, overhead = _boundary_calibration(messages, boundary)
-    found = _fresh_anchor(messages, boundary, stale_ids)
+    facts = history_facts(messages)
+    if facts is None:  # a message is not a BaseMessage: the slow path names it
+        boundary, stale_ids = newest_boundary(messages)
+        scale, overhead = _boundary_calibration(messages, boundary)
+        found = _fresh_anchor(messages, boundary, stale_ids)
+    else:  # read back only to the anchor (and the boundary) the facts remember
+        scale, overhead = _calibration_of(facts.boundary_meta)
+        found = facts.anchor
     if found is not None and verify_anchor:
         pair = _reported_and_local(messages, counter, tools, found)
         if pair is not None and pair[0] < MIN_REPORTED_SHARE * pair[1]:
@@ -431,9 +437,11 @@ RATIO_BOUNDS = (0.7, 1.5)
 
 
 def _boundary_calibration(messages: Sequence[BaseMessage], boundary: int) -> tuple[float, int]:
-    if boundary < 0:
-        return 1.0, 0
-    meta = get_meta(messages[boundary])
+    return _calibration_of(get_meta(messages[boundary]) if boundary >= 0 else {})
+
+
+def _calibration_of(meta: dict[str, Any]) -> tuple[float, int]:
+    """``(ratio, overhead)`` recorded on a boundary's marker dict (``(1.0, 0)`` if none)."""
     ratio, overhead = meta.get("calibration"), meta.get("overhead", 0)
     if not isinstance(ratio, (int, float)) or not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
         return 1.0, 0
@@ -507,8 +515,12 @@ def _reported_and_local(
     """The newest usage report's ``input_tokens`` and the local count of what it described
     (``anchor``: that report, when the caller has found it already)."""
     if anchor is None:
-        boundary, stale_ids = newest_boundary(messages)
-        anchor = _fresh_anchor(messages, boundary, stale_ids)
+        facts = history_facts(messages)
+        if facts is None:
+            boundary, stale_ids = newest_boundary(messages)
+            anchor = _fresh_anchor(messages, boundary, stale_ids)
+        else:
+            anchor = facts.anchor
         if anchor is None:
             return None
     i, _anchored, credit = anchor
