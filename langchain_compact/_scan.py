@@ -179,15 +179,19 @@ def history_facts(messages: Sequence[object]) -> HistoryFacts | None:
             # Cheap rejections first (a reloaded or forked thread has other objects).
             if n <= len(items) and seen[0] is items[0] and seen[-1] is items[n - 1]:
                 seen.extend(items[n:])
-                # Identity first, then equality: a memory-speed pass over the pointers.
-                if seen == items:
-                    _memo.move_to_end(key)
-                    if n == len(items):
-                        return facts
-                    longer = _extend(facts, items)
-                    if longer is not None:
-                        _memo[key] = (seen, longer)
-                        return longer
+                try:
+                    # Identity first, then equality: a memory-speed pass over the pointers.
+                    if seen == items:
+                        _memo.move_to_end(key)
+                        if n == len(items):
+                            return facts
+                        longer = _extend(facts, items)
+                        if longer is not None:
+                            _memo[key] = (seen, longer)
+                            return longer
+                except BaseException:
+                    del seen[n:]  # the remembered list describes ``facts`` again
+                    raise
                 del seen[n:]
     fresh = _extend(_EMPTY, items)  # outside the lock: a first read of a long history
     if fresh is not None:

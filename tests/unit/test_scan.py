@@ -22,7 +22,7 @@ from langchain_core.messages import (
 )
 
 from langchain_compact import markers
-from langchain_compact._scan import clear_memo, history_facts
+from langchain_compact._scan import clear_memo
 from langchain_compact.compaction import (
     compaction_info,
     decide,
@@ -312,9 +312,8 @@ def test_micro_compact_with_count_returns_the_count_after_its_changes() -> None:
         assert decide(result.messages, config=config, tokens=result.tokens) == decide(
             result.messages, config=config
         )
-        assert [i for i, (a, b) in enumerate(zip(history, result.messages)) if a is not b] == list(
-            result.changed
-        )
+        pairs = enumerate(zip(history, result.messages, strict=True))
+        assert [i for i, (a, b) in pairs if a is not b] == list(result.changed)
         assert result.messages == micro_compact(history, config)
 
 
@@ -353,3 +352,16 @@ def test_a_bad_message_is_still_named() -> None:
 
     with pytest.raises(InvalidHistoryError, match=r"messages\[5\]"):
         micro_compact(history, CompactionConfig(context_window=100_000))
+
+
+def test_a_failure_while_extending_leaves_the_memo_consistent() -> None:
+    history = long_thread(40)
+    assert compaction_info(history).turns_since == 40  # remembered
+    bad = with_meta(ToolMessage("x", tool_call_id="c0", id="bad"), kind=KIND_CLEARED)
+    bad.response_metadata["langchain_compact"]["saved_tokens"] = "many"  # not a number
+    for _ in range(2):  # the second call must read the bad message again, not the memo
+        with pytest.raises(ValueError):
+            compaction_info([*history, bad])
+    grown = [*history, AIMessage("next", id="n")]
+    assert compaction_info(grown).turns_since == 41
+    assert compaction_info(history).turns_since == 40
