@@ -14,7 +14,7 @@ import concurrent.futures
 import contextvars
 import logging
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -254,16 +254,19 @@ def archive_and_tag(
     thread_id: str,
     reason: str,
     redactor: Redactor | None,
+    changed: Sequence[int] | None = None,
 ) -> Generator[Op, Outcome, tuple[list[BaseMessage], str | None]]:
     """The second half of every micro-compaction step (graph node, middleware, LCEL and a
     compaction's tail slimming): the originals of the messages that changed from ``before``
-    to ``after`` are archived first, then each changed message without an ``archive_ref``
-    gets the new one (a result cut earlier keeps the ref that holds its original).
+    to ``after`` (``changed``: their indices, when the caller knows them) are archived
+    first, then each changed message without an ``archive_ref`` gets the new one (a result
+    cut earlier keeps the ref that holds its original).
 
     Returns:
         ``after`` with the changed messages tagged, and the ref (``None``: nothing archived).
     """
-    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
+    if changed is None:
+        changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
     ref = yield from archive_originals(
         archive, [before[i] for i in changed], thread_id=thread_id, reason=reason, redactor=redactor
     )

@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_compact._compaction_phases import CompactionResult, compaction_steps, plan_compaction
 from langchain_compact._ops import Op, Outcome, adrive, drive
+from langchain_compact._scan import HistoryFacts, history_facts, holding
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.history import last_boundary_index
@@ -82,6 +83,9 @@ class Decision:
 
 def compaction_info(messages: Sequence[BaseMessage]) -> CompactionInfo:
     """Read the compaction count, turns since the last one and the refill streak."""
+    facts = history_facts(messages)
+    if facts is not None:  # remembered for the history as it was a few messages ago
+        return _info_of(facts)
     b, kept = newest_boundary(messages)
     if b < 0:
         turns = sum(isinstance(m, AIMessage) for m in messages)
@@ -91,6 +95,18 @@ def compaction_info(messages: Sequence[BaseMessage]) -> CompactionInfo:
     return CompactionInfo(
         count=int(meta.get("index", 1)),
         turns_since=turns,
+        refill_streak=int(meta.get("refill_streak", 0)),
+    )
+
+
+def _info_of(facts: HistoryFacts) -> CompactionInfo:
+    """:func:`compaction_info` from the facts (the counts sit on the boundary's marker)."""
+    if facts.boundary < 0:
+        return CompactionInfo(count=0, turns_since=facts.turns_since, refill_streak=0)
+    meta = facts.boundary_meta
+    return CompactionInfo(
+        count=int(meta.get("index", 1)),
+        turns_since=facts.turns_since,
         refill_streak=int(meta.get("refill_streak", 0)),
     )
 
@@ -108,6 +124,9 @@ def _trigger(config: CompactionConfig) -> int:
 def removed_since_boundary(messages: Sequence[BaseMessage]) -> int:
     """Tokens of tool results cleared or cut since the newest compaction in ``messages``
     (their originals are in the archive; a compaction folds them into its summary)."""
+    facts = history_facts(messages)
+    if facts is not None:
+        return facts.removed_since
     b, _kept = newest_boundary(messages)
     total = 0
     for m in messages[b + 1 :]:
@@ -124,11 +143,17 @@ def effective_trigger(messages: Sequence[BaseMessage], config: CompactionConfig)
     next turn would summarise one turn at a time. The next compaction waits until the
     context has grown halfway from where that compaction left it to the fit limit.
     """
-    trigger = _trigger(config)
-    b, _kept = newest_boundary(messages)
+    facts = history_facts(messages)
+    b = newest_boundary(messages)[0] if facts is None else facts.boundary
     if b < 0:
-        return trigger
-    after = get_meta(messages[b]).get("tokens_after")
+        return _trigger(config)
+    return _raised_trigger(get_meta(messages[b]) if facts is None else facts.boundary_meta, config)
+
+
+def _raised_trigger(boundary_meta: dict[str, Any], config: CompactionConfig) -> int:
+    """:func:`effective_trigger` given the newest boundary's marker dict."""
+    trigger = _trigger(config)
+    after = boundary_meta.get("tokens_after")
     fit = config.fit_tokens or trigger
     if not isinstance(after, int) or after < trigger:
         return trigger
@@ -157,14 +182,25 @@ def decide(
         >>> decide([HumanMessage("hi")], config=CompactionConfig(context_window=1000)).action
         'continue'
     """
-    trigger = effective_trigger(messages, config)
-    if tokens is None:
+    facts = history_facts(messages)  # one read of the metadata (remembered per history)
+    if facts is None:
+        trigger = effective_trigger(messages, config)
+    else:
+        trigger = _raised_trigger(facts.boundary_meta, config)
+    if tokens is None and facts is not None:
+        with holding(messages, facts):
+            tokens = context_tokens(messages, counter=counter, tools=tools)
+    elif tokens is None:
         tokens = context_tokens(messages, counter=counter, tools=tools)
     fit = config.fit_tokens or trigger
     window = config.context_window or fit
     fold_limit = config._tokens(config.fold_ratio)
-    fold = fold_limit is not None and removed_since_boundary(messages) >= fold_limit
-    info = compaction_info(messages) if fold or tokens >= trigger else None
+    removed = removed_since_boundary(messages) if facts is None else facts.removed_since
+    fold = fold_limit is not None and removed >= fold_limit
+    if not fold and tokens < trigger:
+        info = None
+    else:
+        info = compaction_info(messages) if facts is None else _info_of(facts)
     if fold and info is not None:
         # Folding is routine upkeep: it waits out the cooldown and never spends the last
         # compaction the user allows.

@@ -44,7 +44,7 @@ from langchain_compact.compaction import (
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.markers import EVENT_KEY, get_meta
-from langchain_compact.microcompact import micro_compact
+from langchain_compact.microcompact import micro_compact_with_count
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
 
@@ -89,6 +89,8 @@ class MicroStep:
     """Archive record holding the originals (``None``: nothing archived)."""
     saved_tokens: int
     """Tokens the changed messages freed."""
+    tokens: int
+    """The context size after the step (the count the decision uses: one per turn)."""
 
 
 class Compactor:
@@ -134,6 +136,8 @@ class Compactor:
         self.tools = list(tools) if tools else None
         self.memory = memory
         self.verify_anchor = verify_anchor
+        # (length, first and last message objects, tokens) of the list the micro step left
+        self._count: tuple[int, int, int, int] | None = None
 
     # ------------------------------------------------------------------ counting, deciding
 
@@ -143,8 +147,28 @@ class Compactor:
             messages, counter=self.counter, tools=self.tools, verify_anchor=self.verify_anchor
         )
 
+    def _remember_count(self, messages: Sequence[BaseMessage], tokens: int) -> None:
+        """Keep the count the micro step made, for the decision on the same list (the graph
+        runs them as a node and an edge; the middleware and LCEL in one call)."""
+        if messages:
+            self._count = (len(messages), id(messages[0]), id(messages[-1]), tokens)
+
+    def _counted(self, messages: Sequence[BaseMessage]) -> int | None:
+        """The micro step's count when ``messages`` is the list it left (same length, same
+        first and last message objects); ``None`` otherwise."""
+        kept = self._count
+        if kept is None or not messages:
+            return None
+        n, first, last, tokens = kept
+        if n == len(messages) and first == id(messages[0]) and last == id(messages[-1]):
+            return tokens
+        return None
+
     def decide(self, messages: Sequence[BaseMessage], *, tokens: int | None = None) -> Decision:
-        """Continue, compact first, or stop (:func:`~langchain_compact.compaction.decide`)."""
+        """Continue, compact first, or stop (:func:`~langchain_compact.compaction.decide`),
+        on the count the micro step left for this list when there is one."""
+        if tokens is None:
+            tokens = self._counted(messages)
         if tokens is None and self.verify_anchor:
             tokens = self.count(messages)
         return decide(
@@ -196,8 +220,8 @@ class Compactor:
     ) -> Generator[Op, Outcome, MicroStep]:
         """The micro-compaction step as a sans-IO generator: plan (clear old read results,
         digest oversized ones, under pressure only), redact, archive the originals, tag."""
-        before = list(messages)
-        after = micro_compact(
+        before = messages if isinstance(messages, list) else list(messages)
+        result = micro_compact_with_count(
             before,
             self.config,
             archived=self.archive is not None,
@@ -205,29 +229,33 @@ class Compactor:
             tools=self.tools,
             verify_anchor=self.verify_anchor,
         )
+        if not result.changed:
+            self._remember_count(before, result.tokens)
+            return MicroStep(before, [], None, 0, result.tokens)
         out, ref = yield from archive_and_tag(
             before,
-            after,
+            result.messages,
             archive=self.archive,
             thread_id=thread_id,
             reason="micro-compaction",
             redactor=self.config.redactor,
+            changed=result.changed,
         )
-        changed = [b for a, b in zip(before, out, strict=True) if a is not b]
+        changed = [out[i] for i in result.changed]
         saved = sum(int(get_meta(m).get("saved_tokens", 0)) for m in changed)
-        if changed:
-            emit(
-                {
-                    "event": "micro_compaction",
-                    "cleared": len(changed),
-                    "saved_tokens": saved,
-                    "archive_ref": ref,
-                }
-            )
-            logger.info(
-                "micro-compaction: %d tool results cleared, ~%d tokens saved", len(changed), saved
-            )
-        return MicroStep(out, changed, ref, saved)
+        emit(
+            {
+                "event": "micro_compaction",
+                "cleared": len(changed),
+                "saved_tokens": saved,
+                "archive_ref": ref,
+            }
+        )
+        logger.info(
+            "micro-compaction: %d tool results cleared, ~%d tokens saved", len(changed), saved
+        )
+        self._remember_count(out, result.tokens)
+        return MicroStep(out, changed, ref, saved, result.tokens)
 
     def micro(self, messages: Sequence[BaseMessage], thread_id: str) -> MicroStep:
         """Run the micro-compaction step (archive writes done synchronously)."""

@@ -14,6 +14,7 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_compact._scan import history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import (
     KIND_PINNED_TASK,
@@ -22,7 +23,7 @@ from langchain_compact.markers import (
     kind_of,
     newest_boundary,
 )
-from langchain_compact.tokens import _check_message
+from langchain_compact.tokens import check_message
 
 __all__ = [
     "HistoryRepair",
@@ -66,7 +67,7 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
     batch: set[str] = set()  # ids of the current batch (answered or not)
     answered: set[str] = set()
     for i, raw in enumerate(messages):
-        msg = _check_message(raw, i)
+        msg = check_message(raw, i)
         if isinstance(msg, ToolMessage):
             tcid = msg.tool_call_id
             if tcid in answered:
@@ -214,7 +215,7 @@ def repair_report(messages: Sequence[BaseMessage]) -> HistoryRepair:
         pending.clear()
 
     for i, raw in enumerate(messages):
-        msg = _check_message(raw, i)
+        msg = check_message(raw, i)
         if isinstance(msg, ToolMessage):
             tcid = msg.tool_call_id
             queue = by_id.get(tcid)
@@ -373,7 +374,8 @@ def is_summary(message: BaseMessage) -> bool:
 
 def last_boundary_index(messages: Sequence[BaseMessage]) -> int:
     """Index of the newest compaction summary, or ``-1`` if the history was never compacted."""
-    return newest_boundary(messages)[0]
+    facts = history_facts(messages)
+    return newest_boundary(messages)[0] if facts is None else facts.boundary
 
 
 def original_task_index(messages: Sequence[BaseMessage]) -> int:
@@ -381,6 +383,9 @@ def original_task_index(messages: Sequence[BaseMessage]) -> int:
 
     Returns ``-1`` when there is no human message.
     """
+    facts = history_facts(messages)
+    if facts is not None:  # remembered for a history that grew by a few messages
+        return facts.task_index
     first = -1
     for i, msg in enumerate(messages):
         kind = kind_of(msg)

@@ -9,7 +9,9 @@ transformer and the middleware do, through :mod:`langchain_compact.archive`).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import (
@@ -31,6 +33,7 @@ from langchain_compact._placeholders import (
     task_notice,
 )
 from langchain_compact._render import tool_result_text
+from langchain_compact._scan import history_facts, holding
 from langchain_compact.config import (
     DEFAULT_LARGE_TOOL_RESULT_CHARS,
     DEFAULT_MICRO_KEEP,
@@ -52,9 +55,9 @@ from langchain_compact.markers import (
 from langchain_compact.tokens import (
     TiktokenCounter,
     TokenCounter,
-    _approx_text,
-    _check_message,
+    approx_text,
     approximate_tokens,
+    check_message,
     context_tokens,
 )
 
@@ -63,9 +66,11 @@ __all__ = [
     "DEFAULT_TRUNCATION_NOTICE",
     "UNARCHIVED_NOTICE",
     "UNARCHIVED_PLACEHOLDER",
+    "MicroResult",
     "clear_tool_results",
     "cut_task",
     "micro_compact",
+    "micro_compact_with_count",
     "shrink_unread",
     "tool_result_text",
     "truncate_large_tool_results",
@@ -84,7 +89,7 @@ def _usage_anchor(messages: Sequence[BaseMessage]) -> str | None:
 def _tokens(text: str, counter: TokenCounter) -> int:
     """Tokens of ``text`` alone under ``counter`` (fast paths for the package's counters)."""
     if counter is approximate_tokens:
-        return _approx_text(text)
+        return approx_text(text)
     if isinstance(counter, TiktokenCounter):
         return counter.count_text(text)
     return max(0, counter([HumanMessage(text)]) - counter([HumanMessage("")]))
@@ -210,7 +215,7 @@ def clear_tool_results(
     """
     template = placeholder or (DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER)
     for i, m in enumerate(messages):
-        _check_message(m, i)
+        check_message(m, i)
     plan = _clear_candidates(messages, keep=keep, min_chars=min_chars, exclude=exclude_tools)
     names = tool_names(messages)
     anchor = _usage_anchor(messages)
@@ -234,7 +239,7 @@ def _clear_candidates(
     """Indices of read tool results that may be cleared, oldest first."""
     names = tool_names(messages)
     limit = unread_start(messages)
-    read = [i for i in range(limit) if isinstance(_check_message(messages[i], i), ToolMessage)]
+    read = [i for i in range(limit) if isinstance(check_message(messages[i], i), ToolMessage)]
     protected: set[int] = set()
     if keep > 0 and read:
         protected = set(read[-keep:])
@@ -336,7 +341,7 @@ def truncate_large_tool_results(
     anchor = _usage_anchor(messages)
     out = list(messages)
     for i, raw in enumerate(messages):
-        msg = _check_message(raw, i)
+        msg = check_message(raw, i)
         human = include_human and isinstance(msg, HumanMessage) and kind_of(msg) is None
         if not (isinstance(msg, ToolMessage) or human) or kind_of(msg) in _DONE:
             continue
@@ -359,10 +364,8 @@ def truncate_large_tool_results(
 class _Budget:
     """The context size as micro-compaction changes it, kept current without recounting."""
 
-    def __init__(
-        self, messages: list[BaseMessage], counter: TokenCounter, tools: Any, verify: bool
-    ) -> None:
-        self.tokens = context_tokens(messages, counter=counter, tools=tools, verify_anchor=verify)
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
 
     @staticmethod
     def delta(old: BaseMessage, new: BaseMessage) -> int:
@@ -388,6 +391,20 @@ def large_result_limit(config: CompactionConfig, counter: TokenCounter) -> tuple
     return int(config.context_window * config.large_result_ratio), "tokens"
 
 
+@dataclass(frozen=True, slots=True)
+class MicroResult:
+    """What :func:`micro_compact_with_count` returns."""
+
+    messages: list[BaseMessage]
+    """The history after micro-compaction (unchanged messages are the input's objects; the
+    input list itself when nothing changed and it is a list)."""
+    tokens: int
+    """Context size of ``messages``: what ``context_tokens(messages, counter=..., tools=...,
+    verify_anchor=...)`` returns, to hand to ``decide(..., tokens=...)``."""
+    changed: tuple[int, ...]
+    """Indices of the replaced messages (their originals are the caller's to archive)."""
+
+
 def micro_compact(
     messages: Sequence[BaseMessage],
     config: CompactionConfig,
@@ -396,7 +413,31 @@ def micro_compact(
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
     verify_anchor: bool = False,
+    tokens: int | None = None,
 ) -> list[BaseMessage]:
+    """:func:`micro_compact_with_count`'s messages (see there)."""
+    out = micro_compact_with_count(
+        messages,
+        config,
+        archived=archived,
+        counter=counter,
+        tools=tools,
+        verify_anchor=verify_anchor,
+        tokens=tokens,
+    ).messages
+    return list(out) if out is messages else out
+
+
+def micro_compact_with_count(
+    messages: Sequence[BaseMessage],
+    config: CompactionConfig,
+    *,
+    archived: bool = True,
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+    verify_anchor: bool = False,
+    tokens: int | None = None,
+) -> MicroResult:
     """Micro-compaction with ``config``'s settings; costs nothing until there is pressure.
 
     1. A result the model has already read that alone is larger than ``large_result_ratio``
@@ -415,28 +456,49 @@ def micro_compact(
     ``verify_anchor`` counts locally when the newest usage report cannot describe this list
     (see :func:`~langchain_compact.tokens.context_tokens`).
 
+    One count per turn: ``tokens`` is the context size of ``messages`` if the caller has it
+    (the same ``counter``, ``tools`` and ``verify_anchor``); the result's ``tokens`` is the
+    size after the changes, for ``decide(..., tokens=...)``. Below the gate the work is
+    proportional to the messages since the previous call on the same history (see
+    :mod:`langchain_compact._scan`), not to the history's length.
+
     Example:
         >>> from langchain_core.messages import ToolMessage
         >>> cfg = CompactionConfig(context_window=128_000)
-        >>> out = micro_compact([ToolMessage("a" * 13_000, tool_call_id="c1")], cfg)
-        >>> out[0].content == "a" * 13_000  # unread, and the window has room: untouched
+        >>> result = micro_compact_with_count([ToolMessage("a" * 13_000, tool_call_id="c1")], cfg)
+        >>> result.messages[0].content == "a" * 13_000  # unread, and the window has room
         True
+        >>> result.changed, result.tokens > 3_000
+        ((), True)
     """
-    out = [_check_message(m, i) for i, m in enumerate(messages)]
-    anchor = _usage_anchor(out)
-    names = tool_names(out)
-    limit = unread_start(out)
+    facts = history_facts(messages)
+    if facts is None:  # a message is not a BaseMessage: name it
+        for i, m in enumerate(messages):
+            check_message(m, i)
+    assert facts is not None
+    out = _as_list(messages)  # copied before the first change (copy on write)
+    anchor = facts.newest_usage_id
+    limit = facts.newest_ai + 1
     excluded = set(config.micro_exclude_tools)
+    lazy_names: list[dict[str, str]] = []
+
+    def name_of(msg: BaseMessage) -> str:
+        if getattr(msg, "name", None):
+            return result_name(msg, {})
+        if not lazy_names:  # a result without a name: look its call up (once)
+            lazy_names.append(tool_names(out))
+        return result_name(msg, lazy_names[0])
 
     def allowed(i: int) -> bool:
         msg = out[i]
         return (
             isinstance(msg, ToolMessage)
             and kind_of(msg) not in _DONE
-            and result_name(msg, names) not in excluded
+            and name_of(msg) not in excluded
         )
 
     def cut(i: int, keep_chars: int) -> bool:
+        nonlocal out
         new = _truncate_one(
             out[i],
             keep_chars=keep_chars,
@@ -447,25 +509,53 @@ def micro_compact(
         )
         if new is None:
             return False
+        if out is messages:
+            out = list(messages)
         out[i] = new
         return True
 
-    # 1. Oversized results the model has read.
+    # 1. Oversized results the model has read. A mark on the remembered facts says up to
+    # where an earlier call on this very history (same settings) found none.
     size, unit = large_result_limit(config, counter)
     keep_chars = min(config.large_tool_result_keep_chars, max(200, size - 1))
-    for i in range(limit):
+    mark = _mark_key(size, unit, counter, excluded)
+    start = min(facts.checked.get(mark, 0), limit) if mark is not None else 0
+    found = False
+    for i in range(start, limit):
         if not allowed(i):
             continue
         text = tool_result_text(out[i])
         big = len(text) > size if unit == "chars" else _tokens(text, counter) > size
         if big:
+            found = True
             cut(i, keep_chars)
+    if mark is not None and not found:
+        facts.checked[mark] = limit  # the remembered facts describe ``messages`` exactly
+    cut_any = out is not messages and any(map(operator.is_not, messages, out))
+
+    def count() -> int:
+        return context_tokens(out, counter=counter, tools=tools, verify_anchor=verify_anchor)
+
+    def result() -> MicroResult:
+        changed = tuple(i for i, (a, b) in enumerate(zip(messages, out, strict=True)) if a is not b)
+        return MicroResult(out, count() if changed else start_tokens, changed)
+
+    if tokens is not None and not cut_any:
+        start_tokens = tokens
+    elif out is messages:  # unchanged: the facts just read describe it
+        with holding(messages, facts):
+            start_tokens = count()
+    else:
+        start_tokens = count()
     gate, target, fit = config.micro_trigger_tokens, config.micro_target_tokens, config.fit_tokens
-    if gate is None or target is None or fit is None:
-        return out
-    budget = _Budget(out, counter, tools, verify_anchor)
-    if budget.tokens < gate:
-        return out
+    if gate is None or target is None or fit is None or start_tokens < gate:
+        if not cut_any:  # nothing changed: no pass over the history, no copy
+            return MicroResult(_as_list(messages), start_tokens, ())
+        return result()
+    if out is messages:
+        out = list(messages)
+    budget = _Budget(start_tokens)
+    names = tool_names(out)
     # 2. One batch: clear the oldest read results down to the target.
     template = DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER
 
@@ -496,7 +586,7 @@ def micro_compact(
         # Still over the full trigger (a few large results): keep only the newest read one.
         clear(candidates(1), target)
     if budget.tokens <= fit:
-        return out
+        return result()
     # 3. The next call cannot fit: read results first, then the task, then unread results.
     clear(candidates(0), target)
     if budget.tokens > fit:
@@ -506,7 +596,22 @@ def micro_compact(
             out[task[0]] = task[1]
     if budget.tokens > fit:
         _fit_unread(out, limit, fit, allowed, counter, budget, config, archived)
-    return out
+    return result()
+
+
+def _as_list(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    return messages if isinstance(messages, list) else list(messages)
+
+
+def _mark_key(size: int, unit: str, counter: TokenCounter, excluded: set[str]) -> Any:
+    """Key of the large-result mark for these settings, ``None`` if the counter is not
+    hashable (no mark: every read result is checked)."""
+    key = ("large_results", size, unit, counter, frozenset(excluded))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _fit_unread(

@@ -28,6 +28,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langchain_compact._scan import history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import get_meta, newest_boundary
 
@@ -84,7 +85,8 @@ _APPROX_TEXT_CACHE: dict[tuple[int, int], int] = {}
 _APPROX_TEXT_LIMIT = 65_536
 
 
-def _approx_text(text: str) -> int:
+def approx_text(text: str) -> int:
+    """Approximate tokens of one text (CJK characters weigh more than others; cached)."""
     if not text:
         return 0
     key = _text_key(text)
@@ -99,7 +101,8 @@ def _approx_text(text: str) -> int:
     return n
 
 
-def _check_message(message: object, index: int) -> BaseMessage:
+def check_message(message: object, index: int) -> BaseMessage:
+    """``message`` if it is a ``BaseMessage``; else an error naming ``messages[index]``."""
     if not isinstance(message, BaseMessage):
         raise InvalidHistoryError(
             f"messages[{index}] is a {type(message).__name__}, not a langchain BaseMessage; "
@@ -181,9 +184,9 @@ def approximate_tokens(
     """
     total = 0
     for i, raw in enumerate(messages):
-        total += _cached_count(_check_message(raw, i), _APPROX_CACHE, 200_000, _approx_text)
+        total += _cached_count(check_message(raw, i), _APPROX_CACHE, 200_000, approx_text)
     if tools:
-        total += _approx_text(_tools_text(tools))
+        total += approx_text(_tools_text(tools))
     return total + (TOKENS_REPLY_PRIMING if messages else 0)
 
 
@@ -336,7 +339,7 @@ class TiktokenCounter:
             return cached
         encoder = self._load()
         n = (
-            _approx_text(text)
+            approx_text(text)
             if encoder is None
             else len(encoder.encode(text, disallowed_special=()))
         )
@@ -354,7 +357,7 @@ class TiktokenCounter:
 
     def count_messages(self, messages: Sequence[BaseMessage]) -> int:
         """Tokens of ``messages`` alone (without the tool schemas given at construction)."""
-        total = sum(self._count_message(_check_message(m, i)) for i, m in enumerate(messages))
+        total = sum(self._count_message(check_message(m, i)) for i, m in enumerate(messages))
         return total + (TOKENS_REPLY_PRIMING if messages else 0)
 
     def __call__(self, messages: Sequence[BaseMessage]) -> int:
@@ -390,9 +393,14 @@ def context_tokens(
         >>> context_tokens([HumanMessage("hi"), ai])
         910
     """
-    boundary, stale_ids = newest_boundary(messages)
-    scale, overhead = _boundary_calibration(messages, boundary)
-    found = _fresh_anchor(messages, boundary, stale_ids)
+    facts = history_facts(messages)
+    if facts is None:  # a message is not a BaseMessage: the slow path names it
+        boundary, stale_ids = newest_boundary(messages)
+        scale, overhead = _boundary_calibration(messages, boundary)
+        found = _fresh_anchor(messages, boundary, stale_ids)
+    else:  # read back only to the anchor (and the boundary) the facts remember
+        scale, overhead = _calibration_of(facts.boundary_meta)
+        found = facts.anchor
     if found is not None and verify_anchor:
         pair = _reported_and_local(messages, counter, tools, found)
         if pair is not None and pair[0] < MIN_REPORTED_SHARE * pair[1]:
@@ -431,9 +439,11 @@ RATIO_BOUNDS = (0.7, 1.5)
 
 
 def _boundary_calibration(messages: Sequence[BaseMessage], boundary: int) -> tuple[float, int]:
-    if boundary < 0:
-        return 1.0, 0
-    meta = get_meta(messages[boundary])
+    return _calibration_of(get_meta(messages[boundary]) if boundary >= 0 else {})
+
+
+def _calibration_of(meta: dict[str, Any]) -> tuple[float, int]:
+    """``(ratio, overhead)`` recorded on a boundary's marker dict (``(1.0, 0)`` if none)."""
     ratio, overhead = meta.get("calibration"), meta.get("overhead", 0)
     if not isinstance(ratio, (int, float)) or not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
         return 1.0, 0
@@ -446,7 +456,7 @@ def _fresh_anchor(
     """``(index, input + output tokens, tokens cleared since)`` of the newest usage report
     made after the last compaction, or ``None``."""
     for i in range(len(messages) - 1, boundary, -1):
-        msg = _check_message(messages[i], i)
+        msg = check_message(messages[i], i)
         usage = getattr(msg, "usage_metadata", None) if isinstance(msg, AIMessage) else None
         if not usage or (msg.id is not None and msg.id in stale_ids):
             continue
@@ -507,8 +517,12 @@ def _reported_and_local(
     """The newest usage report's ``input_tokens`` and the local count of what it described
     (``anchor``: that report, when the caller has found it already)."""
     if anchor is None:
-        boundary, stale_ids = newest_boundary(messages)
-        anchor = _fresh_anchor(messages, boundary, stale_ids)
+        facts = history_facts(messages)
+        if facts is None:
+            boundary, stale_ids = newest_boundary(messages)
+            anchor = _fresh_anchor(messages, boundary, stale_ids)
+        else:
+            anchor = facts.anchor
         if anchor is None:
             return None
     i, _anchored, credit = anchor

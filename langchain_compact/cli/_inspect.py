@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CompactOutcome",
-    "MicroResult",
+    "MicroReport",
     "analyse",
     "micro_step",
     "preview",
@@ -49,7 +49,7 @@ def preview(message: BaseMessage, limit: int = _PREVIEW_CHARS) -> str:
 
 
 @dataclass(slots=True)
-class MicroResult:
+class MicroReport:
     """What micro-compaction did to a history."""
 
     messages: list[BaseMessage]
@@ -61,12 +61,12 @@ class MicroResult:
 
 def micro_step(
     messages: Sequence[BaseMessage], config: CompactionConfig, counter: TokenCounter
-) -> MicroResult:
+) -> MicroReport:
     """Cut oversized tool results, then clear old ones (what the graph's gate node does),
     with the library's :func:`~langchain_compact.microcompact.micro_compact`, and say which
     messages each change touched."""
     out = micro_compact(messages, config, counter=counter)
-    result = MicroResult(out)
+    result = MicroReport(out)
     for i, (old, new) in enumerate(zip(messages, out, strict=True)):
         if old is new or kind_of(old) == kind_of(new):
             continue
@@ -208,7 +208,7 @@ def render_inspect(report: dict[str, Any]) -> str:
 class CompactOutcome:
     """What ``compact`` did: micro-compaction, then one full compaction."""
 
-    micro: MicroResult
+    micro: MicroReport
     micro_ref: str | None
     result: CompactionResult
 

@@ -1,0 +1,220 @@
+"""What the per-turn decision reads from a history's metadata, in one pass, memoised.
+
+Micro-compaction's pressure check, the usage-anchored count and the routing decision each
+need the same few facts: the newest compaction boundary (and its metadata), the newest
+usage report made after it (and the tokens cleared since), the newest ``AIMessage``, the
+original task's position, the tokens cleared since the boundary. :func:`history_facts`
+computes them in one forward pass and remembers the result for the list it described, so
+the next call on the same history grown by a few messages only reads the new messages.
+
+A remembered result is used only after checking that the new list starts with exactly the
+messages it described (the same objects, or equal ones: ``list.__eq__`` compares by
+identity first, so the check runs at memory speed); an edit, a fork from a checkpoint or a
+replaced message makes the check fail and the facts are computed again from scratch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from langchain_compact.markers import (
+    KIND_CLEARED,
+    KIND_PINNED_TASK,
+    KIND_STOP,
+    KIND_SUMMARY,
+    KIND_TRUNCATED,
+    get_meta,
+)
+
+__all__ = ["HistoryFacts", "clear_memo", "history_facts", "holding"]
+
+#: Histories remembered at once (one per thread in practice; the oldest is forgotten).
+MEMO_SIZE = 32
+#: Histories shorter than this are scanned directly (remembering them costs more).
+MIN_MEMO_LENGTH = 64
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryFacts:
+    """The metadata facts of a message list (see the module docstring)."""
+
+    length: int = 0
+    """Number of messages described."""
+    boundary: int = -1
+    """Index of the newest compaction summary, ``-1`` if none."""
+    boundary_meta: dict[str, Any] = field(default_factory=dict)
+    """The boundary's marker dict (empty when there is none)."""
+    kept_ids: frozenset[str] = frozenset()
+    """Ids of the messages the newest compaction kept verbatim."""
+    ai_total: int = 0
+    """``AIMessage`` objects in the whole list."""
+    turns_since: int = 0
+    """``AIMessage`` objects after the boundary that the compaction did not keep."""
+    removed_since: int = 0
+    """Tokens of results cleared or cut after the boundary."""
+    newest_ai: int = -1
+    """Index of the newest ``AIMessage``."""
+    newest_usage_id: str | None = None
+    """Id of the newest ``AIMessage`` with ``usage_metadata`` (fresh or not)."""
+    anchor: tuple[int, int, int] | None = None
+    """``(index, input + output tokens, tokens cleared before it since)`` of the newest usage
+    report made after the boundary, or ``None``."""
+    pinned_task: int = -1
+    """Index of the first pinned task."""
+    first_human: int = -1
+    """Index of the first human message that is not a summary or a stop message."""
+    credit: dict[str, int] = field(default_factory=dict)
+    """``usage_anchor -> saved_tokens`` summed over the messages described."""
+    checked: dict[Any, int] = field(default_factory=dict)
+    """Caller-owned marks: ``key -> index`` below which a caller's check found nothing."""
+
+    @property
+    def task_index(self) -> int:
+        """:func:`~langchain_compact.history.original_task_index` of the list."""
+        return self.pinned_task if self.pinned_task >= 0 else self.first_human
+
+
+def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | None:
+    """The facts of ``messages``, whose first ``facts.length`` are the ones ``facts``
+    describes; ``None`` when a message is not a ``BaseMessage`` (the caller's own checks
+    then name it)."""
+    boundary, bmeta, kept = facts.boundary, facts.boundary_meta, facts.kept_ids
+    ai_total, turns, removed = facts.ai_total, facts.turns_since, facts.removed_since
+    newest_ai, usage_id, anchor = facts.newest_ai, facts.newest_usage_id, facts.anchor
+    pinned, first_human = facts.pinned_task, facts.first_human
+    credit = dict(facts.credit)
+    for i in range(facts.length, len(messages)):
+        msg = messages[i]
+        if not isinstance(msg, BaseMessage):
+            return None
+        meta = get_meta(msg)
+        kind = meta.get("kind")
+        kind = kind if isinstance(kind, str) else None
+        if kind == KIND_SUMMARY:
+            boundary, bmeta = i, meta
+            kept = frozenset(str(k) for k in meta.get("kept_ids") or [])
+            turns, removed, anchor = 0, 0, None
+        elif kind in (KIND_CLEARED, KIND_TRUNCATED) and boundary < i:
+            removed += int(meta.get("removed_tokens", meta.get("saved_tokens", 0)))
+        if kind == KIND_PINNED_TASK and pinned < 0:
+            pinned = i
+        if (
+            first_human < 0
+            and isinstance(msg, HumanMessage)
+            and kind not in (KIND_SUMMARY, KIND_STOP)
+        ):
+            first_human = i
+        if isinstance(msg, AIMessage):
+            ai_total += 1
+            newest_ai = i
+            if msg.id not in kept:
+                turns += 1
+            usage = msg.usage_metadata
+            if usage:
+                usage_id = msg.id
+                if msg.id is None or msg.id not in kept:
+                    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+                    owed = credit.get(msg.id, 0) if msg.id is not None else 0
+                    anchor = (i, tokens, owed)
+        owner = meta.get("usage_anchor")
+        if isinstance(owner, str):
+            credit[owner] = credit.get(owner, 0) + int(meta.get("saved_tokens", 0))
+    return HistoryFacts(
+        length=len(messages),
+        boundary=boundary,
+        boundary_meta=bmeta,
+        kept_ids=kept,
+        ai_total=ai_total,
+        turns_since=turns if boundary >= 0 else ai_total,
+        removed_since=removed,
+        newest_ai=newest_ai,
+        newest_usage_id=usage_id,
+        anchor=anchor,
+        pinned_task=pinned,
+        first_human=first_human,
+        credit=credit,
+        checked=dict(facts.checked),
+    )
+
+
+_EMPTY = HistoryFacts()
+_memo: OrderedDict[int, tuple[list[object], HistoryFacts]] = OrderedDict()
+_lock = threading.Lock()
+_held: ContextVar[tuple[Sequence[object], HistoryFacts] | None] = ContextVar(
+    "langchain_compact_held_facts", default=None
+)
+
+
+def history_facts(messages: Sequence[object]) -> HistoryFacts | None:
+    """The facts of ``messages``, reading only what a validated remembered result does not
+    cover; ``None`` when a message is not a ``BaseMessage``.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> history_facts([HumanMessage("task"), AIMessage("ok")]).newest_ai
+        1
+    """
+    if not messages:
+        return HistoryFacts()
+    held = _held.get()
+    if held is not None and held[0] is messages and held[1].length == len(messages):
+        return held[1]
+    if len(messages) < MIN_MEMO_LENGTH:
+        return _extend(_EMPTY, messages)
+    items = messages if isinstance(messages, list) else list(messages)
+    key = id(items[0])
+    with _lock:  # one history at a time: the remembered list is extended in place
+        entry = _memo.get(key)
+        if entry is not None:
+            seen, facts = entry
+            n = len(seen)
+            # Cheap rejections first (a reloaded or forked thread has other objects).
+            if n <= len(items) and seen[0] is items[0] and seen[-1] is items[n - 1]:
+                seen.extend(items[n:])
+                try:
+                    # Identity first, then equality: a memory-speed pass over the pointers.
+                    if seen == items:
+                        _memo.move_to_end(key)
+                        if n == len(items):
+                            return facts
+                        longer = _extend(facts, items)
+                        if longer is not None:
+                            _memo[key] = (seen, longer)
+                            return longer
+                except BaseException:
+                    del seen[n:]  # the remembered list describes ``facts`` again
+                    raise
+                del seen[n:]
+    fresh = _extend(_EMPTY, items)  # outside the lock: a first read of a long history
+    if fresh is not None:
+        with _lock:
+            _memo[key] = (list(items), fresh)
+            _memo.move_to_end(key)
+            while len(_memo) > MEMO_SIZE:
+                _memo.popitem(last=False)
+    return fresh
+
+
+@contextmanager
+def holding(messages: Sequence[object], facts: HistoryFacts) -> Iterator[None]:
+    """Within the block, ``history_facts(messages)`` (this very list object, not modified
+    meanwhile: the caller's promise) returns ``facts`` without checking again."""
+    token = _held.set((messages, facts))
+    try:
+        yield
+    finally:
+        _held.reset(token)
+
+
+def clear_memo() -> None:
+    """Forget every remembered history (tests; memory)."""
+    with _lock:
+        _memo.clear()
