@@ -135,13 +135,15 @@ class CompactionNodes:
     # ------------------------------------------------------------------ edges
 
     def _messages(self, state: dict[str, Any]) -> list[BaseMessage]:
+        """The state's message list, read only (never copied: a copy per turn is O(history))."""
         try:
-            return list(state[self.key])
+            messages = state[self.key]
         except KeyError:
             raise CompactionError(
                 f"the graph state has no {self.key!r} key; pass messages_key=<your key> to "
                 "add_compaction."
             ) from None
+        return messages if isinstance(messages, list) else list(messages)
 
     def route(self, state: dict[str, Any]) -> Action:
         """Edge in front of the model: ``"continue"`` to the model, ``"compact"`` when over
