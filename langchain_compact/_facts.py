@@ -21,10 +21,10 @@ FACTS_MARK = "\nfacts kept: "
 _KEY = r"""^\s*[-*]?\s*["']?[A-Za-z_][\w\-.]*(?: [A-Za-z_][\w\-.]*){0,3}["']?\s*"""
 _EQ_RE = re.compile(_KEY + r"(?:=|:=)(?!=)\s*\S")  # not ``pkg==1.2`` pins
 _COLON_RE = re.compile(_KEY + r":(?!:)\s*\S")
-#: Ticket-like ids, URLs, paths with a slash, long numbers and decimals.
-_ID_RE = re.compile(
-    r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://|(?:^|\s)(?:~|\.{1,2})?/[\w.\-]+/"
-)
+#: Ticket-like ids and URLs: a line that names one is as strong a fact as ``key = value``.
+_STRONG_ID_RE = re.compile(r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://")
+#: Those, or paths with a slash.
+_ID_RE = re.compile(_STRONG_ID_RE.pattern + r"|(?:^|\s)(?:~|\.{1,2})?/[\w.\-]+/")
 _NUM_RE = re.compile(r"\d")
 _BLOCK_REF_RE = re.compile(r"^\[(?:image|file|audio|video|document)\b")
 #: Lines that look like code or markup rather than facts.
@@ -44,14 +44,16 @@ def _clip(line: str) -> str:
 
 
 def _score(line: str) -> int | None:
-    """0: ``key = value`` with a number or an id; 1: ``key: value`` with one, or a line with
-    an id or URL; 2: other key/value lines; ``None``: not a fact line."""
+    """0: ``key = value`` with a number or an id, or a line naming a ticket-like id or URL
+    (an id in the middle of a log outranks the numbers of every log line around it); 1:
+    ``key: value`` with data, or a line with a path; 2: other key/value lines; ``None``: not a
+    fact line."""
     if _NOISE_RE.match(line):
         return None
     eq = _EQ_RE.match(line) is not None
     colon = not eq and _COLON_RE.match(line) is not None
     data = _ID_RE.search(line) is not None or _NUM_RE.search(line) is not None
-    if eq and data:
+    if (eq and data) or _STRONG_ID_RE.search(line):
         return 0
     if (colon and data) or _ID_RE.search(line):
         return 1
@@ -67,7 +69,8 @@ def fact_lines(
 ) -> list[str]:
     """Up to ``limit`` lines of ``text`` that carry facts, best first, in text order.
 
-    With ``best_only``, only ``key = value`` lines that carry a number or an id.
+    With ``best_only``, only the best lines: ``key = value`` with a number or an id, and
+    lines naming a ticket-like id or URL.
 
     Example:
         >>> fact_lines("Looking up the order...\\norder_id = QX-4821\\nstatus: shipped\\nbye")

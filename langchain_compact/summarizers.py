@@ -16,7 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from langchain_compact._facts import placeholder_facts, result_gist
+from langchain_compact._facts import FACTS_MARK, placeholder_facts, result_gist
 from langchain_compact._render import (
     context_of,
     fit_sections,
@@ -382,8 +382,9 @@ def fidelity_supplement(
     """Details of ``span`` that ``summary`` dropped, as a supplement to append ('' if none).
 
     Checks numbers, identifiers, paths and URLs from human and assistant messages (text and
-    tool-call arguments) and from the outcome lines of tool results (first and last lines;
-    the bodies are archived). Each missing item is listed with its surrounding text.
+    tool-call arguments), from the outcome lines of tool results (first and last lines;
+    the bodies are archived) and from the fact lines cleared results kept in their
+    placeholders. Each missing item is listed with its surrounding text.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -394,7 +395,12 @@ def fidelity_supplement(
     secondary: list[str] = []  # outcome lines of tool results
     for msg in span:
         text = message_text(msg)
-        if kind_of(msg) == KIND_CLEARED:  # a placeholder; the original is archived
+        if kind_of(msg) == KIND_CLEARED:
+            # A placeholder: the original is archived (or gone), but the fact lines it kept
+            # are the visible copy of what the result said, and the summary carries them on.
+            kept = text.partition(FACTS_MARK)[2]
+            if kept:
+                secondary.append("\n".join(kept.split(" | ")))
             continue
         if isinstance(msg, ToolMessage) or (
             len(text) > _OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
