@@ -9,9 +9,21 @@ from __future__ import annotations
 
 import re
 
-from langchain_compact._render import word_prefix
+from langchain_core.messages import HumanMessage
 
-__all__ = ["FACTS_MARK", "fact_lines", "placeholder_facts", "result_gist", "with_facts"]
+from langchain_compact._render import word_prefix
+from langchain_compact.tokens import approximate_tokens
+
+__all__ = [
+    "CONSTRAINT_RE",
+    "FACTS_MARK",
+    "condense_summary",
+    "fact_lines",
+    "is_key_fact",
+    "placeholder_facts",
+    "result_gist",
+    "with_facts",
+]
 
 FACTS_MARK = "\nfacts kept: "
 """Where a placeholder's fact lines start (they are joined by `` | ``)."""
@@ -29,6 +41,13 @@ _NUM_RE = re.compile(r"\d")
 _BLOCK_REF_RE = re.compile(r"^\[(?:image|file|audio|video|document)\b")
 #: Lines that look like code or markup rather than facts.
 _NOISE_RE = re.compile(r"^\s*(?:#|//|import |from |def |class |return |if |for |while |\{|\}|<)")
+
+#: A sentence that states a constraint, requirement or prohibition.
+CONSTRAINT_RE = re.compile(
+    r"\b(must|never|always|only|do not|don't|required?|forbidden|no more than|at most|at least|"
+    r"exactly|ensure|avoid|constraint|deadline|without)\b|必须|不要|不能|禁止|只|务必|不得",
+    re.IGNORECASE,
+)
 
 DEFAULT_LIMIT = 6
 DEFAULT_MAX_CHARS = 480
@@ -58,6 +77,17 @@ def _score(line: str) -> int | None:
     if (colon and data) or _ID_RE.search(line):
         return 1
     return 2 if eq or colon else None
+
+
+def is_key_fact(line: str) -> bool:
+    """Whether ``line`` is a fact of the best kind: ``key = value`` with a number or an id,
+    or a line naming a ticket-like id or URL.
+
+    Example:
+        >>> is_key_fact("RESULT step=11 value=930810"), is_key_fact("building 3 targets")
+        (True, False)
+    """
+    return _score(line.strip()) == 0
 
 
 def fact_lines(
@@ -144,3 +174,112 @@ def placeholder_facts(placeholder: str, *, limit: int = 3) -> list[str]:
     lines = kept.split(" | ")
     best = fact_lines("\n".join(lines), limit=limit, best_only=True)
     return best or lines[:limit]
+
+
+# --------------------------------------------------------------------------- condensing
+
+_BULLETS_RE = re.compile(r"^(?:[-*•]\s+)+")
+#: ``item: item: item: rest`` (a supplement entry quoting an earlier supplement entry).
+_REPEAT_RE = re.compile(r"(\S{1,80}?: )\1+")
+#: Lines that only say something was left out, or that nothing was recorded.
+_FILLER_RE = re.compile(
+    r"^\(?\d+ (?:older entries omitted|more details)|^\[\.\.\. \d+ chars \.\.\.\]$"
+    r"|^(?:none recorded|unknown|no new goal or constraint stated|\(nothing salient\))$"
+)
+#: Lines a merged summary can drop first: calls (their arguments are archived) and the
+#: wording of placeholders (their fact lines are separate).
+_LOW_RE = re.compile(r"^(?:->\s*)?called \w|^\[tool result (?:cleared|\w+ \()")
+_SALIENT_RE = re.compile(r"\d{3,}|\d[.,]\d|/[\w.\-]+/|\w\.\w{1,4}\b")
+
+
+def _rank(line: str) -> int:
+    """0: constraints, the user's words, ids and ``key = value`` with data; 1: other lines
+    with data; 2: calls, placeholder wording and prose."""
+    if _LOW_RE.match(line):
+        return 2
+    if CONSTRAINT_RE.search(line) or line.startswith(("user:", "[user]")):
+        return 0
+    score = _score(line)
+    if score == 0:
+        return 0
+    return 1 if score is not None or _SALIENT_RE.search(line) else 2
+
+
+def _unlabel(line: str) -> str:
+    """``line`` without a ``label: `` prefix that only repeats what follows (a supplement
+    entry ``664579: RESULT value=664579``) or names the tool (``run_step: RESULT ...``)."""
+    label, sep, rest = line.partition(": ")
+    if sep and rest and " " not in label and (label in rest or _EQ_RE.match(rest)):
+        return rest
+    return line
+
+
+def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = None) -> str:
+    r"""A merged summary, dense: one line per fact, within ``max_tokens``.
+
+    Bullets are flattened (merges nest them), repeated ``item: item:`` prefixes collapsed,
+    filler lines dropped, duplicates and lines another line already contains removed (the
+    newest copy stays), labels that only repeat the line dropped. Headings (``## ...``) are
+    kept while they head a line. Over ``soft_tokens`` (default ``max_tokens``), the oldest
+    calls and prose lines go, then the oldest other data lines; over ``max_tokens``, then
+    the oldest constraints, ids and ``key = value`` facts. One line says how many were
+    omitted (they are archived with the summaries merged).
+
+    Example:
+        >>> condense_summary("## Facts\n- - a = 1\n- a = 1\n- called f({})\n- QX-9: QX-9: ok", 200)
+        '## Facts\n- a = 1\n- called f({})\n- QX-9: ok'
+    """
+    entries: list[tuple[bool, str]] = []  # (is_heading, text)
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("#"):
+            entries.append((True, line))
+            continue
+        line = _unlabel(_REPEAT_RE.sub(r"\1", _BULLETS_RE.sub("", line)).strip())
+        if line and not _FILLER_RE.match(line):
+            entries.append((False, line))
+    # Duplicates and contained lines: the newest copy of a line stays, a line that a longer
+    # line states whole goes (longest first, so each line is checked against kept ones).
+    newest = {t: i for i, (h, t) in enumerate(entries) if not h}
+    keep = {i for i, (h, t) in enumerate(entries) if h or newest[t] == i}
+    kept_texts: list[str] = []
+    for i in sorted((i for i in keep if not entries[i][0]), key=lambda i: -len(entries[i][1])):
+        line = entries[i][1]
+        if len(line) >= 8 and any(line in other for other in kept_texts):
+            keep.discard(i)
+        else:
+            kept_texts.append(line)
+    overhead = approximate_tokens([HumanMessage("")])
+    cost = {i: approximate_tokens([HumanMessage(f"- {entries[i][1]}")]) - overhead for i in keep}
+    total = approximate_tokens([HumanMessage("")]) - overhead
+    total += sum(cost[i] for i in keep if not entries[i][0])
+    total += sum(len(entries[i][1]) // 3 + 1 for i in keep if entries[i][0])
+    dropped = 0
+    order = sorted(
+        (i for i in keep if not entries[i][0]), key=lambda i: (-_rank(entries[i][1]), i)
+    )
+    soft = max_tokens if soft_tokens is None else min(soft_tokens, max_tokens)
+    for i in order:
+        limit = soft if _rank(entries[i][1]) else max_tokens
+        if total + (12 if dropped else 0) <= limit:
+            continue
+        keep.discard(i)
+        total -= cost[i]
+        dropped += 1
+    out: list[str] = []
+    for i, (heading, line) in enumerate(entries):
+        if i not in keep:
+            continue
+        if heading:
+            out.append(line)
+        else:
+            out.append(f"- {line}")
+    # A heading with nothing under it (the next kept entry is a heading, or none) goes.
+    lines = [
+        ln
+        for k, ln in enumerate(out)
+        if not ln.startswith("#") or (k + 1 < len(out) and not out[k + 1].startswith("#"))
+    ]
+    if dropped:
+        lines.append(f"- ({dropped} older entries omitted; archived)")
+    return "\n".join(lines)

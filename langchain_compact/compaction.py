@@ -23,6 +23,7 @@ from langchain_compact._ops import (
     _summarize_steps,
     _summary_bound,
 )
+from langchain_compact._facts import condense_summary
 from langchain_compact._restore import _ReadOp
 from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
 from langchain_compact.errors import ConfigError
@@ -542,8 +543,11 @@ def _steps(
     body_tokens = counter([HumanMessage(body)])
     if window and earlier and counter(earlier) + body_tokens > config.summary_budget_ratio * window:
         # Over the summary budget: merge the earlier summaries into one (the only time a
-        # summary is summarised), into what the budget leaves beside the new summary.
-        merge_bound = max(64, int(config.summary_budget_ratio * window) - body_tokens)
+        # summary is summarised), into what the budget leaves beside the new summary, dense:
+        # beyond half the budget only facts stay (a merge that refilled the budget with
+        # calls and log lines would be due again at the next compaction).
+        budget = int(config.summary_budget_ratio * window)
+        merge_bound = max(64, budget - body_tokens)
         merge_ref = yield from _archive_step(
             archive, earlier, thread_id, "summary-merge", {"index": index}
         )
@@ -551,9 +555,10 @@ def _steps(
             summarizer, earlier, config, merge_bound
         )
         errors += merge_errors
-        merge_extra = fidelity_supplement(earlier, merged_text, max_tokens=merge_bound // 2)
-        if merge_extra:
-            merged_text += "\n\n" + merge_extra
+        merge_extra = fidelity_supplement(earlier, merged_text, max_tokens=merge_bound)
+        merged_text = condense_summary(
+            f"{merged_text}\n\n{merge_extra}", merge_bound, soft_tokens=budget // 2
+        )
         merged_msg = _summary_message(
             f"[Merged summary of compactions 1-{index - 1}.]\n\n{merged_text}",
             config,

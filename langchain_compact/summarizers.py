@@ -16,7 +16,14 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from langchain_compact._facts import FACTS_MARK, placeholder_facts, result_gist
+from langchain_compact._facts import (
+    CONSTRAINT_RE,
+    FACTS_MARK,
+    condense_summary,
+    is_key_fact,
+    placeholder_facts,
+    result_gist,
+)
 from langchain_compact._render import (
     context_of,
     fit_sections,
@@ -68,11 +75,6 @@ Rules: never invent anything; write "unknown" for what the conversation does not
 not call tools. Do not address the user. Stay under {max_tokens} tokens."""
 """Default instructions of :class:`LLMSummarizer`; ``{max_tokens}`` is filled in."""
 
-_CONSTRAINT_RE = re.compile(
-    r"\b(must|never|always|only|do not|don't|required?|forbidden|no more than|at most|at least|"
-    r"exactly|ensure|avoid|constraint|deadline|without)\b|必须|不要|不能|禁止|只|务必|不得",
-    re.IGNORECASE,
-)
 _SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
 _OBSERVATION_CHARS = 1_500  # a human message longer than this is treated as an observation
 
@@ -290,7 +292,7 @@ class ExtractiveSummarizer:
                 goal.extend(
                     "constraint: " + _clip(s.strip(), 300)
                     for s in _SENTENCE_RE.findall(text)
-                    if _CONSTRAINT_RE.search(s) and len(text) > 400
+                    if CONSTRAINT_RE.search(s) and len(text) > 400
                 )
             elif isinstance(msg, AIMessage):
                 if text.strip():
@@ -338,6 +340,10 @@ class ExtractiveSummarizer:
             ("5. Other context", carried or ["none recorded"]),
         ]
         sections = [(title, list(dict.fromkeys(items))) for title, items in sections]
+        if merged and merged == len(messages):
+            # A merge of summaries: dense, and over the bound the calls and prose go first,
+            # the facts last (a call's arguments repeat facts the merged summaries state).
+            return condense_summary(fit_sections(sections, 1 << 30), max_tokens)
         # Facts and the goal are dropped last: the calls and status are recoverable from them.
         return fit_sections(sections, max_tokens, weights=_SECTION_WEIGHTS)
 
@@ -424,8 +430,20 @@ def fidelity_supplement(
     if not missing:
         return ""
     # Identifiers first (ticket ids, URLs, paths), plain numbers last: under a tight bound
-    # the supplement keeps what is hardest to recover. The sort is stable.
-    missing = dict(sorted(missing.items(), key=lambda kv: salient_rank(kv[0])))
+    # the supplement keeps what is hardest to recover. A number that is the value of a
+    # ``key = value`` fact ranks with the identifiers. The sort is stable.
+    # (Its context is then that fact line, wherever the item appeared first.)
+    facts: dict[str, str] = {}
+    for source in sources:
+        for line in source.splitlines():
+            if any(item in line for item in missing) and is_key_fact(line):
+                for item in salient_items(line):
+                    if item in missing and item not in facts:
+                        facts[item] = context_of(item, line)
+    missing.update(facts)
+    missing = dict(
+        sorted(missing.items(), key=lambda kv: 0 if kv[0] in facts else salient_rank(kv[0]))
+    )
     lines: list[str] = []
     used = 0
     for item, ctx in missing.items():
