@@ -552,12 +552,12 @@ def _steps(
             archive, earlier, thread_id, "summary-merge", {"index": index}
         )
         merged_text, _, merge_errors = yield from _summarize_steps(
-            summarizer, earlier, config, merge_bound
+            summarizer, earlier, config, min(merge_bound, max(64, budget // 2))
         )
         errors += merge_errors
         merge_extra = fidelity_supplement(earlier, merged_text, max_tokens=merge_bound)
         merged_text = condense_summary(
-            f"{merged_text}\n\n{merge_extra}", merge_bound, soft_tokens=budget // 2
+            f"{merged_text}\n\n{merge_extra}", merge_bound, soft_tokens=budget // 4
         )
         merged_msg = _summary_message(
             f"[Merged summary of compactions 1-{index - 1}.]\n\n{merged_text}",
