@@ -186,23 +186,28 @@ _FILLER_RE = re.compile(
     r"^\(?\d+ (?:older entries omitted|more details)|^\[\.\.\. \d+ chars \.\.\.\]$"
     r"|^(?:none recorded|unknown|no new goal or constraint stated|\(nothing salient\))$"
 )
+_OMITTED_RE = re.compile(r"^\((\d+) older entries omitted")
 #: Lines a merged summary can drop first: calls (their arguments are archived) and the
 #: wording of placeholders (their fact lines are separate).
-_LOW_RE = re.compile(r"^(?:->\s*)?called \w|^\[tool result (?:cleared|\w+ \()")
+_LOW_RE = re.compile(
+    r"^(?:->\s*)?called \w|^\[tool result (?:cleared|\w+ \()|to save context: \S+ returned \d+"
+)
 _SALIENT_RE = re.compile(r"\d{3,}|\d[.,]\d|/[\w.\-]+/|\w\.\w{1,4}\b")
 
 
 def _rank(line: str) -> int:
-    """0: constraints, the user's words, ids and ``key = value`` with data; 1: other lines
-    with data; 2: calls, placeholder wording and prose."""
-    if _LOW_RE.match(line):
-        return 2
+    """0: constraints, the user's words, ticket-like ids and URLs; 1: ``key = value`` with
+    data; 2: other lines with data; 3: calls, placeholder wording and prose."""
+    if _LOW_RE.search(line):
+        return 3
     if CONSTRAINT_RE.search(line) or line.startswith(("user:", "[user]")):
+        return 0
+    if _STRONG_ID_RE.search(line):
         return 0
     score = _score(line)
     if score == 0:
-        return 0
-    return 1 if score is not None or _SALIENT_RE.search(line) else 2
+        return 1
+    return 2 if score is not None or _SALIENT_RE.search(line) else 3
 
 
 def _unlabel(line: str) -> str:
@@ -217,27 +222,35 @@ def _unlabel(line: str) -> str:
 def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = None) -> str:
     r"""A merged summary, dense: one line per fact, within ``max_tokens``.
 
-    Bullets are flattened (merges nest them), repeated ``item: item:`` prefixes collapsed,
-    filler lines dropped, duplicates and lines another line already contains removed (the
-    newest copy stays), labels that only repeat the line dropped. Headings (``## ...``) are
-    kept while they head a line. Over ``soft_tokens`` (default ``max_tokens``), the oldest
-    calls and prose lines go, then the oldest other data lines; over ``max_tokens``, then
-    the oldest constraints, ids and ``key = value`` facts. One line says how many were
-    omitted (they are archived with the summaries merged).
+    Bullets are flattened (merges nest them), `` | ``-joined fact lines split, repeated
+    ``item: item:`` prefixes collapsed, filler lines dropped, duplicates and lines another
+    line already contains removed (the newest copy stays), labels that only repeat the line
+    dropped. Headings (``## ...``) are kept while they head a line. Over ``soft_tokens``
+    (default ``max_tokens``), the oldest calls and prose lines go, then the oldest other data
+    lines; over ``max_tokens``, then the oldest ``key = value`` facts, and last the
+    constraints, the user's words and ticket-like ids. One line says how many were omitted
+    (they are archived with the summaries merged).
 
     Example:
         >>> condense_summary("## Facts\n- - a = 1\n- a = 1\n- called f({})\n- QX-9: QX-9: ok", 200)
         '## Facts\n- a = 1\n- called f({})\n- QX-9: ok'
     """
     entries: list[tuple[bool, str]] = []  # (is_heading, text)
+    carried = 0  # entries earlier condensing omitted
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("#"):
             entries.append((True, line))
             continue
         line = _unlabel(_REPEAT_RE.sub(r"\1", _BULLETS_RE.sub("", line)).strip())
-        if line and not _FILLER_RE.match(line):
-            entries.append((False, line))
+        # One line per fact: the `` | ``-joined fact lines of a placeholder go apart.
+        for part in line.removeprefix(FACTS_MARK.strip()).split(" | "):
+            part = _BULLETS_RE.sub("", part).strip()
+            omitted = _OMITTED_RE.match(part)
+            if omitted:
+                carried += int(omitted.group(1))
+            elif part and not _FILLER_RE.match(part):
+                entries.append((False, part))
     # Duplicates and contained lines: the newest copy of a line stays, a line that a longer
     # line states whole goes (longest first, so each line is checked against kept ones).
     newest = {t: i for i, (h, t) in enumerate(entries) if not h}
@@ -260,7 +273,8 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
     )
     soft = max_tokens if soft_tokens is None else min(soft_tokens, max_tokens)
     for i in order:
-        limit = soft if _rank(entries[i][1]) else max_tokens
+        rank = _rank(entries[i][1])
+        limit = soft if rank >= 2 else (soft + max_tokens) // 2 if rank == 1 else max_tokens
         if total + (12 if dropped else 0) <= limit:
             continue
         keep.discard(i)
@@ -280,6 +294,6 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
         for k, ln in enumerate(out)
         if not ln.startswith("#") or (k + 1 < len(out) and not out[k + 1].startswith("#"))
     ]
-    if dropped:
-        lines.append(f"- ({dropped} older entries omitted; archived)")
+    if dropped + carried:
+        lines.append(f"- ({dropped + carried} older entries omitted; archived)")
     return "\n".join(lines)

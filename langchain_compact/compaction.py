@@ -23,7 +23,6 @@ from langchain_compact._ops import (
     _summarize_steps,
     _summary_bound,
 )
-from langchain_compact._facts import condense_summary
 from langchain_compact._restore import _ReadOp
 from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
 from langchain_compact.errors import ConfigError
@@ -49,7 +48,12 @@ from langchain_compact.microcompact import (
     unread_start,
 )
 from langchain_compact.redaction import maybe_redact
-from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer, fidelity_supplement
+from langchain_compact.summarizers import (
+    ExtractiveSummarizer,
+    Summarizer,
+    dense_merge,
+    fidelity_supplement,
+)
 from langchain_compact.tokens import TokenCounter, approximate_tokens, calibration, context_tokens
 
 if TYPE_CHECKING:
@@ -544,8 +548,8 @@ def _steps(
     if window and earlier and counter(earlier) + body_tokens > config.summary_budget_ratio * window:
         # Over the summary budget: merge the earlier summaries into one (the only time a
         # summary is summarised), into what the budget leaves beside the new summary, dense:
-        # beyond half the budget only facts stay (a merge that refilled the budget with
-        # calls and log lines would be due again at the next compaction).
+        # beyond a quarter of the budget only key facts stay (a merge that refilled the
+        # budget with calls and log lines would be due again at the next compaction).
         budget = int(config.summary_budget_ratio * window)
         merge_bound = max(64, budget - body_tokens)
         merge_ref = yield from _archive_step(
@@ -555,10 +559,7 @@ def _steps(
             summarizer, earlier, config, min(merge_bound, max(64, budget // 2))
         )
         errors += merge_errors
-        merge_extra = fidelity_supplement(earlier, merged_text, max_tokens=merge_bound)
-        merged_text = condense_summary(
-            f"{merged_text}\n\n{merge_extra}", merge_bound, soft_tokens=budget // 4
-        )
+        merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)
         merged_msg = _summary_message(
             f"[Merged summary of compactions 1-{index - 1}.]\n\n{merged_text}",
             config,

@@ -48,6 +48,7 @@ __all__ = [
     "LLMSummarizer",
     "Summarizer",
     "check_summary_text",
+    "dense_merge",
     "fidelity_supplement",
 ]
 
@@ -378,6 +379,13 @@ def _summary_bullets(text: str) -> dict[str, list[str]]:
     return out
 
 
+def _unwrapped(item: str, ctx: str) -> str:
+    """``ctx`` without the ``- `` and ``item: `` prefixes of a carried bullet."""
+    while ctx.startswith(("- ", f"{item}: ")):
+        ctx = ctx.removeprefix("- ").removeprefix(f"{item}: ")
+    return ctx
+
+
 def fidelity_supplement(
     span: Sequence[BaseMessage],
     summary: str,
@@ -423,27 +431,26 @@ def fidelity_supplement(
     for source in sources:
         for item in salient_items(source):
             if item not in summary and item not in missing:
-                ctx = context_of(item, source)
-                while ctx.startswith(("- ", f"{item}: ")):  # a carried bullet: unwrap it
-                    ctx = ctx.removeprefix("- ").removeprefix(f"{item}: ")
-                missing[item] = ctx
+                missing[item] = _unwrapped(item, context_of(item, source))
     if not missing:
         return ""
     # Identifiers first (ticket ids, URLs, paths), plain numbers last: under a tight bound
     # the supplement keeps what is hardest to recover. A number that is the value of a
-    # ``key = value`` fact ranks with the identifiers. The sort is stable.
+    # ``key = value`` fact comes right after the identifiers. The sort is stable.
     # (Its context is then that fact line, wherever the item appeared first.)
     facts: dict[str, str] = {}
     for source in sources:
-        for line in source.splitlines():
+        for line in source.replace(" | ", "\n").splitlines():
             if any(item in line for item in missing) and is_key_fact(line):
                 for item in salient_items(line):
                     if item in missing and item not in facts:
-                        facts[item] = context_of(item, line)
+                        facts[item] = _unwrapped(item, context_of(item, line))
     missing.update(facts)
-    missing = dict(
-        sorted(missing.items(), key=lambda kv: 0 if kv[0] in facts else salient_rank(kv[0]))
-    )
+    def rank(item: str) -> int:
+        base = salient_rank(item)
+        return 0 if base == 0 else 1 if item in facts else 1 + base
+
+    missing = dict(sorted(missing.items(), key=lambda kv: rank(kv[0])))
     lines: list[str] = []
     used = 0
     for item, ctx in missing.items():
@@ -456,3 +463,28 @@ def fidelity_supplement(
     if len(lines) < len(missing):
         lines.append(f"- ({len(missing) - len(lines)} more details: ask recall_archived)")
     return "## Supplement: details the summary left out (verbatim)\n" + "\n".join(lines)
+
+
+def dense_merge(
+    summaries: Sequence[BaseMessage], text: str, max_tokens: int, *, soft_tokens: int
+) -> str:
+    """The merged summary of ``summaries`` that a summarizer wrote as ``text``, dense and
+    checked: within ``max_tokens``, and within ``soft_tokens`` but for key facts.
+
+    The text is condensed first (see :func:`~langchain_compact._facts.condense_summary`:
+    calls and log lines beyond ``soft_tokens`` go), then the fidelity check runs on what is
+    left, so a value the summarizer kept only inside a call that was dropped comes back as
+    its fact line (``key = value`` facts first); then the whole is condensed again.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> s = [HumanMessage("- RESULT step=1 value=766457"), HumanMessage("- ticket QX-12")]
+        >>> print(dense_merge(s, "- called f(766457)", 200, soft_tokens=2))
+        ## Supplement: details the summary left out (verbatim)
+        - ticket QX-12
+        - RESULT step=1 value=766457
+        - (1 older entries omitted; archived)
+    """
+    dense = condense_summary(text, max_tokens, soft_tokens=soft_tokens)
+    extra = fidelity_supplement(summaries, dense, max_tokens=max_tokens)
+    return condense_summary(f"{dense}\n\n{extra}", max_tokens, soft_tokens=soft_tokens)

@@ -127,22 +127,29 @@ def test_an_extractive_merge_drops_calls_and_log_lines_before_any_fact() -> None
 def test_condense_summary_flattens_dedupes_and_drops_by_rank() -> None:
     text = (
         "## Facts\n- - - order_id = QX-4821\n- 4821: order_id = QX-4821\n"
-        "- WARNING core: slow call in src/core/load.py:120\n- called lookup({\"id\": 4821})\n"
-        "- (3 older entries omitted; archived)\n- The user must never refund twice.\n"
+        "- total = 1234\n- WARNING core: slow call in src/core/load.py:120\n"
+        '- called lookup({"id": 4821})\n- (3 older entries omitted; archived)\n'
+        "- facts kept: EXIT status=0 | The user must never refund twice.\n"
         "## Other\n- none recorded"
     )
     full = condense_summary(text, 500)
     assert full.splitlines() == [
         "## Facts",
         "- order_id = QX-4821",
+        "- total = 1234",
         "- WARNING core: slow call in src/core/load.py:120",
         '- called lookup({"id": 4821})',
+        "- EXIT status=0",
         "- The user must never refund twice.",
+        "- (3 older entries omitted; archived)",
     ]
-    # Over a soft bound only calls and data lines go; the key facts stay up to the bound.
+    # Over a soft bound only calls and other data lines go; the key facts stay.
     soft = condense_summary(text, 500, soft_tokens=10)
-    assert "QX-4821" in soft and "must never refund" in soft
     assert "called" not in soft and "WARNING" not in soft
-    assert "(2 older entries omitted; archived)" in soft
-    tight = condense_summary(text, 30)
-    assert approximate_tokens([HumanMessage(tight)]) <= 30
+    for kept in ("QX-4821", "total = 1234", "EXIT status=0", "must never refund"):
+        assert kept in soft
+    assert "(5 older entries omitted; archived)" in soft
+    # Tighter, key = value facts go before ids and constraints.
+    tight = condense_summary(text, 34, soft_tokens=10)
+    assert approximate_tokens([HumanMessage(tight)]) - approximate_tokens([HumanMessage("")]) <= 34
+    assert "QX-4821" in tight and "must never refund" in tight and "total" not in tight
