@@ -268,9 +268,7 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
     total += sum(cost[i] for i in keep if not entries[i][0])
     total += sum(len(entries[i][1]) // 3 + 1 for i in keep if entries[i][0])
     dropped = 0
-    order = sorted(
-        (i for i in keep if not entries[i][0]), key=lambda i: (-_rank(entries[i][1]), i)
-    )
+    order = sorted((i for i in keep if not entries[i][0]), key=lambda i: (-_rank(entries[i][1]), i))
     soft = max_tokens if soft_tokens is None else min(soft_tokens, max_tokens)
     for i in order:
         rank = _rank(entries[i][1])

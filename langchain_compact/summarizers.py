@@ -446,6 +446,7 @@ def fidelity_supplement(
                     if item in missing and item not in facts:
                         facts[item] = _unwrapped(item, context_of(item, line))
     missing.update(facts)
+
     def rank(item: str) -> int:
         base = salient_rank(item)
         return 0 if base == 0 else 1 if item in facts else 1 + base

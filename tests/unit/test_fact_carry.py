@@ -11,7 +11,7 @@ from langchain_compact import CompactionConfig
 from langchain_compact._facts import FACTS_MARK, condense_summary, placeholder_facts, with_facts
 from langchain_compact.compaction import compact_history
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, get_meta, with_meta
-from langchain_compact.summarizers import ExtractiveSummarizer, fidelity_supplement
+from langchain_compact.summarizers import ExtractiveSummarizer, dense_merge, fidelity_supplement
 from langchain_compact.tokens import approximate_tokens
 
 
@@ -72,7 +72,9 @@ class FillingSummarizer:
 def tool_round(k: int) -> list[BaseMessage]:
     fact = f"NOTE artifact signing key id for this build: FX-{10000 + k}"
     return [
-        AIMessage("", id=f"a{k}", tool_calls=[{"name": "build", "args": {"run": k}, "id": f"c{k}"}]),
+        AIMessage(
+            "", id=f"a{k}", tool_calls=[{"name": "build", "args": {"run": k}, "id": f"c{k}"}]
+        ),
         ToolMessage(noisy_log(fact), tool_call_id=f"c{k}", name="build", id=f"t{k}"),
     ]
 
@@ -106,7 +108,7 @@ def summary_of(k: int) -> BaseMessage:
         f"- /auth/flush.py: WARNING auth: deprecated call flush() in src/auth/flush.py:{s}"
         for s in range(4 * k, 4 * k + 4)
     )
-    calls = "\n".join(f"- called run_step({{\"step\": {s}}})" for s in range(4 * k, 4 * k + 4))
+    calls = "\n".join(f'- called run_step({{"step": {s}}})' for s in range(4 * k, 4 * k + 4))
     text = (
         f"[Summary #{k + 1} of the earlier conversation.]\n\n## 1. Goal and hard constraints\n"
         f"- no new goal or constraint stated\n## 2. Confirmed facts and data\n{facts}\n"
@@ -153,3 +155,17 @@ def test_condense_summary_flattens_dedupes_and_drops_by_rank() -> None:
     tight = condense_summary(text, 34, soft_tokens=10)
     assert approximate_tokens([HumanMessage(tight)]) - approximate_tokens([HumanMessage("")]) <= 34
     assert "QX-4821" in tight and "must never refund" in tight and "total" not in tight
+
+
+def test_a_dense_merge_brings_back_a_value_only_a_dropped_call_held() -> None:
+    kept = "RESULT step=1 value=766457 | WARNING net: deprecated call in src/net/encode.py:1178"
+    summaries = [
+        with_meta(HumanMessage(f"- facts kept: {kept}", id="s1"), kind=KIND_SUMMARY),
+        with_meta(
+            HumanMessage('- called run_step({"previous": 766457})', id="s2"), kind=KIND_SUMMARY
+        ),
+    ]
+    # The summarizer kept the value only inside the call, which the dense merge drops.
+    merged = dense_merge(summaries, '- called run_step({"previous": 766457})', 300, soft_tokens=4)
+    assert "RESULT step=1 value=766457" in merged
+    assert "called run_step" not in merged and "WARNING" not in merged
