@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_compact import CompactionConfig
-
 from langchain_compact._facts import FACTS_MARK, condense_summary, placeholder_facts, with_facts
 from langchain_compact.compaction import compact_history
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, get_meta, with_meta
