@@ -547,11 +547,12 @@ def _steps(
     body_tokens = counter([HumanMessage(body)])
     if window and earlier and counter(earlier) + body_tokens > config.summary_budget_ratio * window:
         # Over the summary budget: merge the earlier summaries into one (the only time a
-        # summary is summarised), into what the budget leaves beside the new summary, dense:
+        # summary is summarised), into what the budget leaves beside the new summary but at
+        # least half of it (a large new summary must not squeeze the older facts out), dense:
         # beyond a quarter of the budget only key facts stay (a merge that refilled the
         # budget with calls and log lines would be due again at the next compaction).
         budget = int(config.summary_budget_ratio * window)
-        merge_bound = max(64, budget - body_tokens)
+        merge_bound = max(64, budget - body_tokens, budget // 2)
         merge_ref = yield from _archive_step(
             archive, earlier, thread_id, "summary-merge", {"index": index}
         )
