@@ -20,6 +20,7 @@ __all__ = [
     "condense_summary",
     "fact_lines",
     "is_key_fact",
+    "key_fact_text",
     "placeholder_facts",
     "result_gist",
     "with_facts",
@@ -208,6 +209,19 @@ def _rank(line: str) -> int:
     if score == 0:
         return 1
     return 2 if score is not None or _SALIENT_RE.search(line) else 3
+
+
+def key_fact_text(text: str) -> str:
+    r"""The lines of ``text`` that a dense merge keeps longest (constraints, the user's words,
+    ids, ``key = value`` facts), one fact a line.
+
+    Example:
+        >>> key_fact_text("- called f(5)\n- facts kept: total = 123 | WARNING x.py:9\n- QX-4")
+        'total = 123\nQX-4'
+    """
+    lines = (_BULLETS_RE.sub("", p.strip()) for ln in text.splitlines() for p in ln.split(" | "))
+    parts = (p.removeprefix(FACTS_MARK.strip()).strip() for p in lines)
+    return "\n".join(p for p in parts if p and _rank(p) <= 1)
 
 
 def _unlabel(line: str) -> str:

@@ -21,6 +21,7 @@ from langchain_compact._facts import (
     FACTS_MARK,
     condense_summary,
     is_key_fact,
+    key_fact_text,
     placeholder_facts,
     result_gist,
 )
@@ -410,11 +411,12 @@ def fidelity_supplement(
     for msg in span:
         text = message_text(msg)
         if kind_of(msg) == KIND_CLEARED:
-            # A placeholder: the original is archived (or gone), but the fact lines it kept
-            # are the visible copy of what the result said, and the summary carries them on.
-            kept = text.partition(FACTS_MARK)[2]
+            # A placeholder: the original is archived (or gone), but the key facts it kept
+            # (ids, ``key = value`` with data) are the visible copy of what the result said,
+            # and the summary carries them on.
+            kept = [p for p in text.partition(FACTS_MARK)[2].split(" | ") if is_key_fact(p)]
             if kept:
-                secondary.append("\n".join(kept.split(" | ")))
+                secondary.append("\n".join(kept))
             continue
         if isinstance(msg, ToolMessage) or (
             len(text) > _OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
@@ -473,9 +475,9 @@ def dense_merge(
     checked: within ``max_tokens``, and within ``soft_tokens`` but for key facts.
 
     The text is condensed first (see :func:`~langchain_compact._facts.condense_summary`:
-    calls and log lines beyond ``soft_tokens`` go), then the fidelity check runs on what is
-    left, so a value the summarizer kept only inside a call that was dropped comes back as
-    its fact line (``key = value`` facts first); then the whole is condensed again.
+    calls and log lines beyond ``soft_tokens`` go), then the fidelity check runs on the key
+    facts left, so a value the summarizer kept only inside a call comes back as its fact
+    line (ids first, then ``key = value`` facts); then the whole is condensed again.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -487,5 +489,7 @@ def dense_merge(
         - (1 older entries omitted; archived)
     """
     dense = condense_summary(text, max_tokens, soft_tokens=soft_tokens)
-    extra = fidelity_supplement(summaries, dense, max_tokens=max_tokens)
+    # Checked against the key facts only: a value the dense text holds only in a call or a
+    # log line (which the final condensing may drop) comes back as its own fact line.
+    extra = fidelity_supplement(summaries, key_fact_text(dense), max_tokens=max_tokens)
     return condense_summary(f"{dense}\n\n{extra}", max_tokens, soft_tokens=soft_tokens)

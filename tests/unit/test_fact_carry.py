@@ -168,3 +168,21 @@ def test_a_dense_merge_brings_back_a_value_only_a_dropped_call_held() -> None:
     merged = dense_merge(summaries, '- called run_step({"previous": 766457})', 300, soft_tokens=4)
     assert "RESULT step=1 value=766457" in merged
     assert "called run_step" not in merged and "WARNING" not in merged
+
+
+def test_a_dense_merge_checks_facts_against_what_the_final_text_keeps() -> None:
+    noise = " | ".join(
+        f"WARNING {m}: deprecated call in src/{m}/encode.py:{1100 + i}"
+        for i, m in enumerate(["net", "auth", "core", "io", "rpc", "sched"])
+    )
+    summaries = [
+        with_meta(
+            HumanMessage(f"- facts kept: RESULT step=1 value=766457 | {noise}", id="s1"),
+            kind=KIND_SUMMARY,
+        ),
+    ]
+    # The call fits the soft bound on its own, but the log lines the fidelity check adds
+    # push it out: the value must come back as its fact line all the same.
+    call = '- called run_step({"previous": 766457})'
+    merged = dense_merge(summaries, call, 300, soft_tokens=40)
+    assert "RESULT step=1 value=766457" in merged
