@@ -62,7 +62,7 @@ from langchain_compact.microcompact import (
     unread_start,
 )
 from langchain_compact.redaction import maybe_redact
-from langchain_compact.summarizers import Summarizer, fidelity_supplement
+from langchain_compact.summarizers import Summarizer, dense_merge, fidelity_supplement
 from langchain_compact.tokens import TokenCounter, approximate_tokens, calibration
 
 if TYPE_CHECKING:
@@ -428,16 +428,19 @@ def merge_summaries(
     draft: _Draft, summarizer: Summarizer, index: int
 ) -> Generator[Op, Outcome, None]:
     """Over the summary budget (``summary_budget_ratio`` of the window, in the counter's own
-    units): merge the earlier summaries into one, into what the budget leaves beside the
-    new summary. The only time a summary is summarised; the earlier ones are archived."""
+    units): merge the earlier summaries into one (the only time a summary is summarised;
+    the earlier ones are archived), into what the budget leaves beside the new summary but
+    at least half of it (a large new summary must not squeeze the older facts out), and
+    dense: beyond a quarter of the budget only key facts stay (a merge that refilled the
+    budget with calls and log lines would be due again at the next compaction)."""
     config = draft.config
     earlier = [m for m in draft.head if kind_of(m) == KIND_SUMMARY]
     window = config.context_window
     body_tokens = draft.counter([HumanMessage(draft.body)])
-    budget = config.summary_budget_ratio * (window or 0)
+    budget = int(config.summary_budget_ratio * (window or 0))
     if not window or not earlier or draft.counter(earlier) + body_tokens <= budget:
         return
-    merge_bound = max(MIN_SUMMARY_TOKENS, int(budget) - body_tokens)
+    merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
     merge_ref = yield from archive_originals(
         draft.archive,
         earlier,
@@ -447,12 +450,10 @@ def merge_summaries(
         metadata={"index": index},
     )
     merged_text, _, merge_errors = yield from summarize_steps(
-        summarizer, earlier, config, merge_bound
+        summarizer, earlier, config, min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2))
     )
     draft.errors += merge_errors
-    merge_extra = fidelity_supplement(earlier, merged_text, max_tokens=merge_bound // 2)
-    if merge_extra:
-        merged_text += "\n\n" + merge_extra
+    merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)
     merged_msg = summary_message(
         merged_summary_header(last=index - 1) + merged_text,
         config,

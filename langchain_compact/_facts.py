@@ -9,24 +9,44 @@ from __future__ import annotations
 
 import re
 
+from langchain_core.messages import HumanMessage
+
 from langchain_compact._placeholders import FACTS_MARK, append_facts, kept_facts
 from langchain_compact._render import word_prefix
+from langchain_compact.tokens import approximate_tokens
 
-__all__ = ["FACTS_MARK", "fact_lines", "placeholder_facts", "result_gist", "with_facts"]
+__all__ = [
+    "CONSTRAINT_RE",
+    "FACTS_MARK",
+    "condense_summary",
+    "fact_lines",
+    "is_key_fact",
+    "key_fact_text",
+    "placeholder_facts",
+    "result_gist",
+    "with_facts",
+]
 
 #: ``key = value`` / ``key: value``: a key of up to four words that start with a letter
 #: (JSON ``"key": value`` too), so log stamps like ``INFO 03:47`` are not keys.
 _KEY = r"""^\s*[-*]?\s*["']?[A-Za-z_][\w\-.]*(?: [A-Za-z_][\w\-.]*){0,3}["']?\s*"""
 _EQ_RE = re.compile(_KEY + r"(?:=|:=)(?!=)\s*\S")  # not ``pkg==1.2`` pins
 _COLON_RE = re.compile(_KEY + r":(?!:)\s*\S")
-#: Ticket-like ids, URLs, paths with a slash, long numbers and decimals.
-_ID_RE = re.compile(
-    r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://|(?:^|\s)(?:~|\.{1,2})?/[\w.\-]+/"
-)
+#: Ticket-like ids and URLs: a line that names one is as strong a fact as ``key = value``.
+_STRONG_ID_RE = re.compile(r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://")
+#: Those, or paths with a slash.
+_ID_RE = re.compile(_STRONG_ID_RE.pattern + r"|(?:^|\s)(?:~|\.{1,2})?/[\w.\-]+/")
 _NUM_RE = re.compile(r"\d")
 _BLOCK_REF_RE = re.compile(r"^\[(?:image|file|audio|video|document)\b")
 #: Lines that look like code or markup rather than facts.
 _NOISE_RE = re.compile(r"^\s*(?:#|//|import |from |def |class |return |if |for |while |\{|\}|<)")
+
+#: A sentence that states a constraint, requirement or prohibition.
+CONSTRAINT_RE = re.compile(
+    r"\b(must|never|always|only|do not|don't|required?|forbidden|no more than|at most|at least|"
+    r"exactly|ensure|avoid|constraint|deadline|without)\b|必须|不要|不能|禁止|只|务必|不得",
+    re.IGNORECASE,
+)
 
 DEFAULT_LIMIT = 6
 DEFAULT_MAX_CHARS = 480
@@ -42,18 +62,31 @@ def _clip(line: str) -> str:
 
 
 def _score(line: str) -> int | None:
-    """0: ``key = value`` with a number or an id; 1: ``key: value`` with one, or a line with
-    an id or URL; 2: other key/value lines; ``None``: not a fact line."""
+    """0: ``key = value`` with a number or an id, or a line naming a ticket-like id or URL
+    (an id in the middle of a log outranks the numbers of every log line around it); 1:
+    ``key: value`` with data, or a line with a path; 2: other key/value lines; ``None``: not a
+    fact line."""
     if _NOISE_RE.match(line):
         return None
     eq = _EQ_RE.match(line) is not None
     colon = not eq and _COLON_RE.match(line) is not None
     data = _ID_RE.search(line) is not None or _NUM_RE.search(line) is not None
-    if eq and data:
+    if (eq and data) or _STRONG_ID_RE.search(line):
         return 0
     if (colon and data) or _ID_RE.search(line):
         return 1
     return 2 if eq or colon else None
+
+
+def is_key_fact(line: str) -> bool:
+    """Whether ``line`` is a fact of the best kind: ``key = value`` with a number or an id,
+    or a line naming a ticket-like id or URL.
+
+    Example:
+        >>> is_key_fact("RESULT step=11 value=930810"), is_key_fact("building 3 targets")
+        (True, False)
+    """
+    return _score(line.strip()) == 0
 
 
 def fact_lines(
@@ -65,7 +98,8 @@ def fact_lines(
 ) -> list[str]:
     """Up to ``limit`` lines of ``text`` that carry facts, best first, in text order.
 
-    With ``best_only``, only ``key = value`` lines that carry a number or an id.
+    With ``best_only``, only the best lines: ``key = value`` with a number or an id, and
+    lines naming a ticket-like id or URL.
 
     Example:
         >>> fact_lines("Looking up the order...\\norder_id = QX-4821\\nstatus: shipped\\nbye")
@@ -138,3 +172,137 @@ def placeholder_facts(placeholder: str, *, limit: int = 3) -> list[str]:
         return []
     best = fact_lines("\n".join(lines), limit=limit, best_only=True)
     return best or lines[:limit]
+
+
+# --------------------------------------------------------------------------- condensing
+
+_BULLETS_RE = re.compile(r"^(?:[-*•]\s+)+")
+#: ``item: item: item: rest`` (a supplement entry quoting an earlier supplement entry).
+_REPEAT_RE = re.compile(r"(\S{1,80}?: )\1+")
+#: Lines that only say something was left out, or that nothing was recorded.
+_FILLER_RE = re.compile(
+    r"^\(?\d+ (?:older entries omitted|more details)|^\[\.\.\. \d+ chars \.\.\.\]$"
+    r"|^(?:none recorded|unknown|no new goal or constraint stated|\(nothing salient\))$"
+)
+_OMITTED_RE = re.compile(r"^\((\d+) older entries omitted")
+#: Lines a merged summary can drop first: calls (their arguments are archived) and the
+#: wording of placeholders (their fact lines are separate).
+_LOW_RE = re.compile(
+    r"^(?:->\s*)?called \w|^\[tool result (?:cleared|\w+ \()|to save context: \S+ returned \d+"
+)
+_SALIENT_RE = re.compile(r"\d{3,}|\d[.,]\d|/[\w.\-]+/|\w\.\w{1,4}\b")
+
+
+def _rank(line: str) -> int:
+    """0: constraints, the user's words, ticket-like ids and URLs; 1: ``key = value`` with
+    data; 2: other lines with data; 3: calls, placeholder wording and prose."""
+    if _LOW_RE.search(line):
+        return 3
+    if CONSTRAINT_RE.search(line) or line.startswith(("user:", "[user]")):
+        return 0
+    if _STRONG_ID_RE.search(line):
+        return 0
+    score = _score(line)
+    if score == 0:
+        return 1
+    return 2 if score is not None or _SALIENT_RE.search(line) else 3
+
+
+def key_fact_text(text: str) -> str:
+    r"""The lines of ``text`` that a dense merge keeps longest (constraints, the user's words,
+    ids, ``key = value`` facts), one fact a line.
+
+    Example:
+        >>> key_fact_text("- called f(5)\n- facts kept: total = 123 | WARNING x.py:9\n- QX-4")
+        'total = 123\nQX-4'
+    """
+    lines = (_BULLETS_RE.sub("", p.strip()) for ln in text.splitlines() for p in ln.split(" | "))
+    parts = (p.removeprefix(FACTS_MARK.strip()).strip() for p in lines)
+    return "\n".join(p for p in parts if p and _rank(p) <= 1)
+
+
+def _unlabel(line: str) -> str:
+    """``line`` without a ``label: `` prefix that only repeats what follows (a supplement
+    entry ``664579: RESULT value=664579``) or names the tool (``run_step: RESULT ...``)."""
+    label, sep, rest = line.partition(": ")
+    if sep and rest and " " not in label and (label in rest or _EQ_RE.match(rest)):
+        return rest
+    return line
+
+
+def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = None) -> str:
+    r"""A merged summary, dense: one line per fact, within ``max_tokens``.
+
+    Bullets are flattened (merges nest them), `` | ``-joined fact lines split, repeated
+    ``item: item:`` prefixes collapsed, filler lines dropped, duplicates and lines another
+    line already contains removed (the newest copy stays), labels that only repeat the line
+    dropped. Headings (``## ...``) are kept while they head a line. Over ``soft_tokens``
+    (default ``max_tokens``), the oldest calls and prose lines go, then the oldest other data
+    lines; over ``max_tokens``, then the oldest ``key = value`` facts, and last the
+    constraints, the user's words and ticket-like ids. One line says how many were omitted
+    (they are archived with the summaries merged).
+
+    Example:
+        >>> condense_summary("## Facts\n- - a = 1\n- a = 1\n- called f({})\n- QX-9: QX-9: ok", 200)
+        '## Facts\n- a = 1\n- called f({})\n- QX-9: ok'
+    """
+    entries: list[tuple[bool, str]] = []  # (is_heading, text)
+    carried = 0  # entries earlier condensing omitted
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("#"):
+            entries.append((True, line))
+            continue
+        line = _unlabel(_REPEAT_RE.sub(r"\1", _BULLETS_RE.sub("", line)).strip())
+        # One line per fact: the `` | ``-joined fact lines of a placeholder go apart.
+        for part in line.removeprefix(FACTS_MARK.strip()).split(" | "):
+            part = _BULLETS_RE.sub("", part).strip()
+            omitted = _OMITTED_RE.match(part)
+            if omitted:
+                carried += int(omitted.group(1))
+            elif part and not _FILLER_RE.match(part):
+                entries.append((False, part))
+    # Duplicates and contained lines: the newest copy of a line stays, a line that a longer
+    # line states whole goes (longest first, so each line is checked against kept ones).
+    newest = {t: i for i, (h, t) in enumerate(entries) if not h}
+    keep = {i for i, (h, t) in enumerate(entries) if h or newest[t] == i}
+    kept_texts: list[str] = []
+    for i in sorted((i for i in keep if not entries[i][0]), key=lambda i: -len(entries[i][1])):
+        line = entries[i][1]
+        if len(line) >= 8 and any(line in other for other in kept_texts):
+            keep.discard(i)
+        else:
+            kept_texts.append(line)
+    overhead = approximate_tokens([HumanMessage("")])
+    cost = {i: approximate_tokens([HumanMessage(f"- {entries[i][1]}")]) - overhead for i in keep}
+    total = approximate_tokens([HumanMessage("")]) - overhead
+    total += sum(cost[i] for i in keep if not entries[i][0])
+    total += sum(len(entries[i][1]) // 3 + 1 for i in keep if entries[i][0])
+    dropped = 0
+    order = sorted((i for i in keep if not entries[i][0]), key=lambda i: (-_rank(entries[i][1]), i))
+    soft = max_tokens if soft_tokens is None else min(soft_tokens, max_tokens)
+    for i in order:
+        rank = _rank(entries[i][1])
+        limit = soft if rank >= 2 else (soft + max_tokens) // 2 if rank == 1 else max_tokens
+        if total + (12 if dropped else 0) <= limit:
+            continue
+        keep.discard(i)
+        total -= cost[i]
+        dropped += 1
+    out: list[str] = []
+    for i, (heading, line) in enumerate(entries):
+        if i not in keep:
+            continue
+        if heading:
+            out.append(line)
+        else:
+            out.append(f"- {line}")
+    # A heading with nothing under it (the next kept entry is a heading, or none) goes.
+    lines = [
+        ln
+        for k, ln in enumerate(out)
+        if not ln.startswith("#") or (k + 1 < len(out) and not out[k + 1].startswith("#"))
+    ]
+    if dropped + carried:
+        lines.append(f"- ({dropped + carried} older entries omitted; archived)")
+    return "\n".join(lines)

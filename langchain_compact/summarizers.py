@@ -16,7 +16,15 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 
-from langchain_compact._facts import placeholder_facts, result_gist
+from langchain_compact._facts import (
+    CONSTRAINT_RE,
+    FACTS_MARK,
+    condense_summary,
+    is_key_fact,
+    key_fact_text,
+    placeholder_facts,
+    result_gist,
+)
 from langchain_compact._placeholders import is_summary_text
 from langchain_compact._render import (
     context_of,
@@ -42,6 +50,7 @@ __all__ = [
     "LLMSummarizer",
     "Summarizer",
     "check_summary_text",
+    "dense_merge",
     "fidelity_supplement",
 ]
 
@@ -69,11 +78,6 @@ Rules: never invent anything; write "unknown" for what the conversation does not
 not call tools. Do not address the user. Stay under {max_tokens} tokens."""
 """Default instructions of :class:`LLMSummarizer`; ``{max_tokens}`` is filled in."""
 
-_CONSTRAINT_RE = re.compile(
-    r"\b(must|never|always|only|do not|don't|required?|forbidden|no more than|at most|at least|"
-    r"exactly|ensure|avoid|constraint|deadline|without)\b|必须|不要|不能|禁止|只|务必|不得",
-    re.IGNORECASE,
-)
 _SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
 _OBSERVATION_CHARS = 1_500  # a human message longer than this is treated as an observation
 
@@ -291,7 +295,7 @@ class ExtractiveSummarizer:
                 goal.extend(
                     "constraint: " + _clip(s.strip(), 300)
                     for s in _SENTENCE_RE.findall(text)
-                    if _CONSTRAINT_RE.search(s) and len(text) > 400
+                    if CONSTRAINT_RE.search(s) and len(text) > 400
                 )
             elif isinstance(msg, AIMessage):
                 if text.strip():
@@ -339,6 +343,10 @@ class ExtractiveSummarizer:
             ("5. Other context", carried or ["none recorded"]),
         ]
         sections = [(title, list(dict.fromkeys(items))) for title, items in sections]
+        if merged and merged == len(messages):
+            # A merge of summaries: dense, and over the bound the calls and prose go first,
+            # the facts last (a call's arguments repeat facts the merged summaries state).
+            return condense_summary(fit_sections(sections, 1 << 30), max_tokens)
         # Facts and the goal are dropped last: the calls and status are recoverable from them.
         return fit_sections(sections, max_tokens, weights=_SECTION_WEIGHTS)
 
@@ -373,6 +381,13 @@ def _summary_bullets(text: str) -> dict[str, list[str]]:
     return out
 
 
+def _unwrapped(item: str, ctx: str) -> str:
+    """``ctx`` without the ``- `` and ``item: `` prefixes of a carried bullet."""
+    while ctx.startswith(("- ", f"{item}: ")):
+        ctx = ctx.removeprefix("- ").removeprefix(f"{item}: ")
+    return ctx
+
+
 def fidelity_supplement(
     span: Sequence[BaseMessage],
     summary: str,
@@ -383,8 +398,9 @@ def fidelity_supplement(
     """Details of ``span`` that ``summary`` dropped, as a supplement to append ('' if none).
 
     Checks numbers, identifiers, paths and URLs from human and assistant messages (text and
-    tool-call arguments) and from the outcome lines of tool results (first and last lines;
-    the bodies are archived). Each missing item is listed with its surrounding text.
+    tool-call arguments), from the outcome lines of tool results (first and last lines;
+    the bodies are archived) and from the fact lines cleared results kept in their
+    placeholders. Each missing item is listed with its surrounding text.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -395,7 +411,13 @@ def fidelity_supplement(
     secondary: list[str] = []  # outcome lines of tool results
     for msg in span:
         text = message_text(msg)
-        if kind_of(msg) == KIND_CLEARED:  # a placeholder; the original is archived
+        if kind_of(msg) == KIND_CLEARED:
+            # A placeholder: the original is archived (or gone), but the key facts it kept
+            # (ids, ``key = value`` with data) are the visible copy of what the result said,
+            # and the summary carries them on.
+            kept = [p for p in text.partition(FACTS_MARK)[2].split(" | ") if is_key_fact(p)]
+            if kept:
+                secondary.append("\n".join(kept))
             continue
         if isinstance(msg, ToolMessage) or (
             len(text) > _OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
@@ -412,15 +434,27 @@ def fidelity_supplement(
     for source in sources:
         for item in salient_items(source):
             if item not in summary and item not in missing:
-                ctx = context_of(item, source)
-                while ctx.startswith(("- ", f"{item}: ")):  # a carried bullet: unwrap it
-                    ctx = ctx.removeprefix("- ").removeprefix(f"{item}: ")
-                missing[item] = ctx
+                missing[item] = _unwrapped(item, context_of(item, source))
     if not missing:
         return ""
     # Identifiers first (ticket ids, URLs, paths), plain numbers last: under a tight bound
-    # the supplement keeps what is hardest to recover. The sort is stable.
-    missing = dict(sorted(missing.items(), key=lambda kv: salient_rank(kv[0])))
+    # the supplement keeps what is hardest to recover. A number that is the value of a
+    # ``key = value`` fact comes right after the identifiers. The sort is stable.
+    # (Its context is then that fact line, wherever the item appeared first.)
+    facts: dict[str, str] = {}
+    for source in sources:
+        for line in source.replace(" | ", "\n").splitlines():
+            if any(item in line for item in missing) and is_key_fact(line):
+                for item in salient_items(line):
+                    if item in missing and item not in facts:
+                        facts[item] = _unwrapped(item, context_of(item, line))
+    missing.update(facts)
+
+    def rank(item: str) -> int:
+        base = salient_rank(item)
+        return 0 if base == 0 else 1 if item in facts else 1 + base
+
+    missing = dict(sorted(missing.items(), key=lambda kv: rank(kv[0])))
     lines: list[str] = []
     used = 0
     for item, ctx in missing.items():
@@ -433,3 +467,30 @@ def fidelity_supplement(
     if len(lines) < len(missing):
         lines.append(f"- ({len(missing) - len(lines)} more details: ask recall_archived)")
     return "## Supplement: details the summary left out (verbatim)\n" + "\n".join(lines)
+
+
+def dense_merge(
+    summaries: Sequence[BaseMessage], text: str, max_tokens: int, *, soft_tokens: int
+) -> str:
+    """The merged summary of ``summaries`` that a summarizer wrote as ``text``, dense and
+    checked: within ``max_tokens``, and within ``soft_tokens`` but for key facts.
+
+    The text is condensed first (see :func:`~langchain_compact._facts.condense_summary`:
+    calls and log lines beyond ``soft_tokens`` go), then the fidelity check runs on the key
+    facts left, so a value the summarizer kept only inside a call comes back as its fact
+    line (ids first, then ``key = value`` facts); then the whole is condensed again.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> s = [HumanMessage("- RESULT step=1 value=766457"), HumanMessage("- ticket QX-12")]
+        >>> print(dense_merge(s, "- called f(766457)", 200, soft_tokens=2))
+        ## Supplement: details the summary left out (verbatim)
+        - ticket QX-12
+        - RESULT step=1 value=766457
+        - (1 older entries omitted; archived)
+    """
+    dense = condense_summary(text, max_tokens, soft_tokens=soft_tokens)
+    # Checked against the key facts only: a value the dense text holds only in a call or a
+    # log line (which the final condensing may drop) comes back as its own fact line.
+    extra = fidelity_supplement(summaries, key_fact_text(dense), max_tokens=max_tokens)
+    return condense_summary(f"{dense}\n\n{extra}", max_tokens, soft_tokens=soft_tokens)
