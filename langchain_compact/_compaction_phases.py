@@ -68,7 +68,14 @@ from langchain_compact.tokens import TokenCounter, approximate_tokens, calibrati
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["CompactionResult", "Plan", "compaction_steps", "plan_compaction"]
+__all__ = [
+    "CompactionResult",
+    "Plan",
+    "compaction_steps",
+    "plan_compaction",
+    "restore_originals",
+    "summarizer_input",
+]
 
 logger = logging.getLogger("langchain_compact")
 
@@ -118,6 +125,10 @@ class CompactionResult:
     errors: tuple[str, ...] = ()
     """Summarizer failures that were recovered from."""
     reason: str = ""
+    prepared: str = ""
+    """How a summary prepared before the trigger was used (``"used"``, ``"used, N newer
+    messages kept"``, ``"used + incremental summary of N"``) or why it was discarded
+    (``"discarded: ..."``); empty when none was offered."""
 
 
 # --------------------------------------------------------------------------- 1. the plan
@@ -380,18 +391,44 @@ def restore_originals(
 
 
 def summarize_span(
-    draft: _Draft, span: list[BaseMessage], summarizer: Summarizer, header: str
+    draft: _Draft,
+    span: list[BaseMessage],
+    summarizer: Summarizer,
+    header: str,
+    *,
+    prepared_text: str | None = None,
+    prepared_covers: int = 0,
 ) -> Generator[Op, Outcome, None]:
     """Summarise the span (originals of cleared results restored within the room left under
-    the fit limit), then add a fidelity supplement for what the summary dropped."""
+    the fit limit), then add a fidelity supplement for what the summary dropped.
+
+    With a prepared summary of ``span[:prepared_covers]`` only the rest is summarised (a
+    short incremental call; none when nothing is left)."""
     fit = draft.config.fit_tokens
     restore_budget = 0 if fit is None else max(0, fit - draft.counter(span) - draft.bound)
     readable = yield from restore_originals(
         span, draft.archive, draft.thread_id, restore_budget, draft.counter
     )
-    text, draft.used, errors = yield from summarize_steps(
-        summarizer, readable, draft.config, draft.bound
-    )
+    if prepared_text is None:
+        text, draft.used, errors = yield from summarize_steps(
+            summarizer,
+            summarizer_input(summarizer, draft.head, span, readable),
+            draft.config,
+            draft.bound,
+        )
+    else:
+        text, draft.used, errors = prepared_text, f"{type(summarizer).__name__} (prepared)", []
+        rest = summarizer_input(
+            summarizer, draft.head, span[prepared_covers:], readable[prepared_covers:]
+        )
+        if rest:
+            used = draft.counter([HumanMessage(prepared_text)])
+            bound = max(MIN_SUMMARY_TOKENS, draft.bound - used)
+            more, more_used, errors = yield from summarize_steps(
+                summarizer, rest, draft.config, bound
+            )
+            text = f"{prepared_text}\n\nSince then:\n{more}"
+            draft.used += f" + {more_used}"
     draft.errors += errors
     left, bound = draft.left, draft.bound
     spare = (
@@ -401,6 +438,21 @@ def summarize_span(
     draft.body = header + text
     if draft.supplement:
         draft.body += "\n\n" + draft.supplement
+
+
+def summarizer_input(
+    summarizer: Summarizer,
+    head: list[BaseMessage],
+    span: list[BaseMessage],
+    restored: list[BaseMessage],
+) -> list[BaseMessage]:
+    """What the summarizer reads: the span with archived originals restored; for a fork
+    summarizer (``fork=True``: the agent's own model, prefix-cached) the head and the span
+    exactly as the agent last sent them, so the provider's prompt cache serves the request
+    up to the summary instructions."""
+    if getattr(summarizer, "fork", False) is True:
+        return [*head, *span]
+    return restored
 
 
 def _digest(messages: Sequence[BaseMessage]) -> str:
@@ -507,8 +559,14 @@ def compaction_steps(
     turns_since: int,
     refill_streak: int,
     cause: str,
+    prepared_text: str | None = None,
+    prepared_covers: int = 0,
+    prepared_note: str = "",
 ) -> Steps:
     """One compaction of ``messages`` by ``plan``, as a sans-IO generator.
+
+    ``prepared_text`` summarises ``plan.span[:prepared_covers]`` already (prepared before
+    the trigger); ``prepared_note`` says how it is used, for the result.
 
     ``tokens_before`` is the context size it starts from; ``index`` is the new summary's
     number; ``turns_since`` and ``refill_streak`` come from the newest boundary (the thrash
@@ -537,7 +595,14 @@ def compaction_steps(
     draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
     yield from make_room(draft)
     header = summary_header(index=index, count=len(plan.span), archive_ref=ref)
-    yield from summarize_span(draft, span, summarizer, header)
+    yield from summarize_span(
+        draft,
+        span,
+        summarizer,
+        header,
+        prepared_text=prepared_text,
+        prepared_covers=prepared_covers,
+    )
     yield from merge_summaries(draft, summarizer, index)
     yield from fit_next_call(draft)
     return finish(
@@ -550,6 +615,7 @@ def compaction_steps(
         turns_since=turns_since,
         refill_streak=refill_streak,
         cause=cause,
+        prepared_note=prepared_note,
     )
 
 
@@ -567,6 +633,7 @@ def finish(
     turns_since: int,
     refill_streak: int,
     cause: str,
+    prepared_note: str = "",
 ) -> CompactionResult:
     """The boundary marker, its metadata and the result."""
     config = draft.config
@@ -621,4 +688,5 @@ def finish(
         merged=draft.merged,
         errors=tuple(draft.errors),
         reason="compacted",
+        prepared=prepared_note,
     )

@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_compact._compaction_phases import CompactionResult, compaction_steps, plan_compaction
 from langchain_compact._ops import Op, Outcome, adrive, drive
+from langchain_compact._prepare import Prepared, use_prepared
 from langchain_compact._scan import HistoryFacts, history_facts, holding
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
@@ -279,6 +280,7 @@ def compact_history(
     thread_id: str = "default",
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
+    prepared: Prepared | None = None,
 ) -> CompactionResult:
     """Run one full compaction over ``messages`` and return the new history.
 
@@ -297,6 +299,10 @@ def compact_history(
         thread_id: Archive namespace.
         counter: Token counter for the before/after numbers.
         tools: Tool schemas the model is called with (counted when no usage is known).
+        prepared: A summary prepared before the trigger (``Prepared`` from
+            ``langchain_compact._prepare``, as the integrations keep it): used when its span
+            is still a prefix of the span taken now, else discarded (``result.prepared``
+            says which and why).
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -306,7 +312,7 @@ def compact_history(
         >>> [m.id for m in result.messages][0], len(result.messages)
         ('t', 4)
     """
-    return drive(_steps(messages, summarizer, config, archive, thread_id, counter, tools))
+    return drive(_steps(messages, summarizer, config, archive, thread_id, counter, tools, prepared))
 
 
 async def acompact_history(
@@ -318,9 +324,12 @@ async def acompact_history(
     thread_id: str = "default",
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
+    prepared: Prepared | None = None,
 ) -> CompactionResult:
     """Async twin of :func:`compact_history` (same body; async I/O)."""
-    return await adrive(_steps(messages, summarizer, config, archive, thread_id, counter, tools))
+    return await adrive(
+        _steps(messages, summarizer, config, archive, thread_id, counter, tools, prepared)
+    )
 
 
 def _steps(
@@ -331,9 +340,12 @@ def _steps(
     thread_id: str,
     counter: TokenCounter,
     tools: Sequence[Any] | None,
+    prepared: Prepared | None = None,
 ) -> Generator[Op, Outcome, CompactionResult]:
-    """Plan, read the boundary, then the phases (a plain result when nothing to compact)."""
+    """Plan, read the boundary, check a prepared summary, then the phases (a plain result
+    when there is nothing to compact)."""
     config = config or CompactionConfig()
+    summarizer = summarizer or ExtractiveSummarizer()
     plan = plan_compaction(messages, config)
     if plan is None:
         tokens = context_tokens(messages, counter=counter, tools=tools)
@@ -346,11 +358,23 @@ def _steps(
         if trigger is None or tokens_before >= effective_trigger(messages, config)
         else "fold"
     )
+    use = use_prepared(
+        prepared,
+        messages,
+        plan,
+        config=config,
+        summarizer=summarizer,
+        counter=counter,
+        tokens_before=tokens_before,
+    )
     return (
         yield from compaction_steps(
             messages,
-            plan=plan,
-            summarizer=summarizer or ExtractiveSummarizer(),
+            plan=use.plan,
+            prepared_text=use.text,
+            prepared_covers=use.covers,
+            prepared_note=use.note,
+            summarizer=summarizer,
             config=config,
             archive=archive,
             thread_id=thread_id,

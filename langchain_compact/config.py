@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_MICRO_MIN_CHARS",
     "DEFAULT_MICRO_TARGET_RATIO",
     "DEFAULT_MICRO_TRIGGER_RATIO",
+    "DEFAULT_PREPARE_RATIO",
     "DEFAULT_REPLY_RESERVE_CAP",
     "DEFAULT_SUMMARY_BUDGET_RATIO",
     "DEFAULT_SUMMARY_MAX_TOKENS",
@@ -47,6 +48,7 @@ DEFAULT_LARGE_RESULT_RATIO = 0.2
 DEFAULT_FOLD_RATIO = 1.0
 DEFAULT_TASK_MAX_RATIO = 0.25
 DEFAULT_REPLY_RESERVE_CAP = 4_096
+DEFAULT_PREPARE_RATIO = 0.6
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,21 @@ class CompactionConfig:
     summarizer reads the archived originals, not the placeholders). Default 1.0: a window's
     worth of cleared originals; until then each placeholder keeps its facts visible."""
 
+    prepare: bool | None = None
+    """Prepare the summary before the trigger, so that compacting at the trigger is a state
+    swap and not an LLM call the agent waits for. Past ``prepare_ratio`` of the window the
+    summary of the span a compaction would take is written concurrently with the model call
+    (a parallel graph node, a background job in the middleware and the LCEL transformer).
+    ``None`` (default): on whenever the summarizer is an
+    :class:`~langchain_compact.summarizers.LLMSummarizer`, off for the local extractive one
+    and for custom summarizers (pass ``True``); ``True`` / ``False`` force it."""
+
+    prepare_ratio: float = DEFAULT_PREPARE_RATIO
+    """Where preparing starts, as a share of the window (default 0.6, 80% of the default
+    trigger; capped at 0.8 of ``trigger_ratio``). Later leaves less time and risks a jump
+    past the trigger in one turn; earlier summarises a span the trigger takes more on top
+    of (those messages stay in the kept tail, or get a short incremental summary)."""
+
     reply_reserve_tokens: int | None = None
     """Tokens kept free for the model's reply. A call "fits" when the context is at most
     ``context_window - reply_reserve_tokens``; a run stops only when it does not fit.
@@ -190,6 +207,9 @@ class CompactionConfig:
         _check_ratio(self, "large_result_ratio")
         _check_ratio(self, "fold_ratio")
         _check_ratio(self, "task_max_ratio")
+        _check_ratio(self, "prepare_ratio")
+        if self.prepare is not None and not isinstance(self.prepare, bool):
+            raise ConfigError(f"prepare={self.prepare!r} must be True, False or None (auto).")
         _check_int(self, "reply_reserve_tokens", low=0, optional=True)
         _check_int(self, "micro_keep", low=0)
         _check_int(self, "micro_min_chars", low=0)
@@ -271,6 +291,11 @@ class CompactionConfig:
         """Context size a clearing batch aims for (at most 0.6 of the micro trigger)."""
         gate = min(self.micro_trigger_ratio, self.trigger_ratio)
         return self._tokens(min(self.micro_target_ratio, gate * 0.6))
+
+    @property
+    def prepare_tokens(self) -> int | None:
+        """Context size past which a summary is prepared (at most 0.8 of the trigger)."""
+        return self._tokens(min(self.prepare_ratio, 0.8 * self.trigger_ratio))
 
     def _tokens(self, ratio: float) -> int | None:
         return None if self.context_window is None else int(self.context_window * ratio)

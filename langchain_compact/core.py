@@ -26,13 +26,22 @@ Example:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from langchain_compact._compaction_phases import plan_compaction
 from langchain_compact._ops import Op, Outcome, adrive, archive_and_tag, drive
+from langchain_compact._prepare import (
+    Prepared,
+    boundary_key,
+    prepare_steps,
+    prepares,
+    usable_prefix,
+)
 from langchain_compact.compaction import (
     CompactionResult,
     Decision,
@@ -138,6 +147,9 @@ class Compactor:
         self.verify_anchor = verify_anchor
         # (length, first and last message objects, tokens) of the list the micro step left
         self._count: tuple[int, int, int, int] | None = None
+        self.prepares = prepares(config, self.summarizer)
+        """Whether summaries are prepared before the trigger (``config.prepare``, else on
+        for an LLM summarizer)."""
 
     # ------------------------------------------------------------------ counting, deciding
 
@@ -265,9 +277,85 @@ class Compactor:
         """Async twin of :meth:`micro`."""
         return await adrive(self.micro_steps(messages, thread_id))
 
+    # ------------------------------------------------------------------ preparing
+
+    def prepare_due(
+        self, messages: Sequence[BaseMessage], decision: Decision, prepared: Any = None
+    ) -> bool:
+        """Whether to prepare a summary now, concurrently with the model call: preparing is
+        on, the call goes ahead (``decision``) with the context past ``prepare_tokens``, and
+        no usable (or failed) summary is prepared for this boundary yet."""
+        start = self.config.prepare_tokens
+        if not self.prepares or decision.action != "continue" or start is None:
+            return False
+        if decision.tokens < start:
+            return False
+        plan = plan_compaction(messages, self.config)
+        if plan is None:
+            return False
+        record = Prepared.from_dict(prepared)
+        if record is not None and record.boundary == boundary_key(messages):
+            if record.failed:
+                return False  # retried at the trigger, the usual way
+            covers, _reason = usable_prefix(
+                record,
+                messages,
+                plan,
+                config=self.config,
+                summarizer=self.summarizer,
+                counter=self.counter,
+            )
+            return covers == 0
+        return True
+
+    def prepare_steps(
+        self, messages: Sequence[BaseMessage], thread_id: str
+    ) -> Generator[Op, Outcome, Prepared | None]:
+        """Summarise the span a compaction would take now, without changing anything."""
+        return prepare_steps(
+            messages,
+            config=self.config,
+            summarizer=self.summarizer,
+            archive=self.archive,
+            thread_id=thread_id,
+            counter=self.counter,
+        )
+
+    def _prepared(self, record: Prepared | None, started: float) -> Prepared | None:
+        seconds = round(time.perf_counter() - started, 3)
+        if record is None:
+            return None
+        if record.failed:
+            emit({"event": "prepare_failed", "reason": record.failed, "seconds": seconds})
+            logger.warning("preparing a summary failed (%s); the trigger will retry", record.failed)
+        else:
+            emit(
+                {
+                    "event": "summary_prepared",
+                    "messages": len(record.span_ids),
+                    "seconds": seconds,
+                }
+            )
+            logger.info(
+                "summary prepared ahead of the trigger: %d messages in %.2f s",
+                len(record.span_ids),
+                seconds,
+            )
+        return record
+
+    def prepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
+        """Run :meth:`prepare_steps` (I/O done synchronously)."""
+        started = time.perf_counter()
+        return self._prepared(drive(self.prepare_steps(messages, thread_id)), started)
+
+    async def aprepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
+        """Async twin of :meth:`prepare`."""
+        started = time.perf_counter()
+        return self._prepared(await adrive(self.prepare_steps(messages, thread_id)), started)
+
     # ------------------------------------------------------------------ full compaction
 
-    def _kwargs(self, thread_id: str) -> dict[str, Any]:
+    def _kwargs(self, thread_id: str, prepared: Any) -> dict[str, Any]:
         return {
             "summarizer": self.summarizer,
             "config": self.config,
@@ -275,18 +363,26 @@ class Compactor:
             "thread_id": thread_id,
             "counter": self.counter,
             "tools": self.tools,
+            "prepared": Prepared.from_dict(prepared),
         }
 
-    def compact(self, messages: Sequence[BaseMessage], thread_id: str) -> CompactionResult:
-        """One full compaction (:func:`~langchain_compact.compaction.compact_history`)."""
-        result = compact_history(messages, **self._kwargs(thread_id))
-        self._report(result)
+    def compact(
+        self, messages: Sequence[BaseMessage], thread_id: str, *, prepared: Any = None
+    ) -> CompactionResult:
+        """One full compaction (:func:`~langchain_compact.compaction.compact_history`),
+        using ``prepared`` (a summary prepared before the trigger) when it still matches."""
+        started = time.perf_counter()
+        result = compact_history(messages, **self._kwargs(thread_id, prepared))
+        self._report(result, time.perf_counter() - started)
         return result
 
-    async def acompact(self, messages: Sequence[BaseMessage], thread_id: str) -> CompactionResult:
+    async def acompact(
+        self, messages: Sequence[BaseMessage], thread_id: str, *, prepared: Any = None
+    ) -> CompactionResult:
         """Async twin of :meth:`compact`."""
-        result = await acompact_history(messages, **self._kwargs(thread_id))
-        self._report(result)
+        started = time.perf_counter()
+        result = await acompact_history(messages, **self._kwargs(thread_id, prepared))
+        self._report(result, time.perf_counter() - started)
         return result
 
     def remember(self, result: CompactionResult, run_config: Any) -> None:
@@ -312,8 +408,16 @@ class Compactor:
             "compacted_messages": len(result.compacted),
             "merged_summaries": result.merged,
             "errors": list(result.errors),
+            "prepared": result.prepared,
         }
 
-    def _report(self, result: CompactionResult) -> None:
+    def _report(self, result: CompactionResult, seconds: float) -> None:
+        if result.prepared.startswith("discarded"):
+            emit({"event": "prepared_discarded", "reason": result.prepared[len("discarded: ") :]})
+            logger.info("prepared summary %s", result.prepared)
+        elif result.prepared:
+            emit({"event": "prepared_used", "how": result.prepared})
         if result.summary is not None:
-            emit({"event": "compaction", **self.report(result)})
+            pause = round(seconds, 3)
+            emit({"event": "compaction", **self.report(result), "pause_seconds": pause})
+            logger.info("compaction took %.3f s (%s)", pause, result.prepared or "on the spot")

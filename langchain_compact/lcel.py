@@ -9,6 +9,9 @@ compacts what is new (a second boundary on top of the first, never a re-summary)
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextvars
 import hashlib
 import json
 import logging
@@ -24,7 +27,8 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from langchain_compact._ops import Op, Outcome, adrive, drive
-from langchain_compact.compaction import CompactionResult
+from langchain_compact._prepare import boundary_key
+from langchain_compact.compaction import CompactionResult, Decision
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, thread_id_of
 from langchain_compact.errors import ConfigError, ContextOverflowError, InvalidHistoryError
@@ -123,6 +127,10 @@ class MessageCompactor:
         self._cleared: dict[str, BaseMessage] = {}
         self._lock = threading.Lock()
         self.compactions = 0
+        # (thread, boundary) -> the summary being prepared in the background
+        self._preparing: OrderedDict[tuple[str, str], concurrent.futures.Future[Any]] = (
+            OrderedDict()
+        )
 
     @property
     def config(self) -> CompactionConfig:
@@ -200,7 +208,63 @@ class MessageCompactor:
         decision = self.core.decide(msgs)
         if decision.action == "stop":
             self._overflow(decision.reason, msgs)
+        self._prepare_if_due(msgs, decision, thread_id)
         return raw, digests, msgs, decision.action == "compact"
+
+    # ------------------------------------------------------------------ preparing
+
+    def _prepare_if_due(self, msgs: list[BaseMessage], decision: Decision, thread_id: str) -> None:
+        """Past the prepare point, start summarising in a daemon thread (a future keyed by
+        thread and boundary); nothing waits for it before the trigger."""
+        if not self.core.prepares or decision.action != "continue":
+            return
+        key = (thread_id, boundary_key(msgs))
+        with self._lock:
+            running = self._preparing.get(key)
+        if running is not None and not running.done():
+            return
+        record = None
+        if running is not None and running.exception() is None:
+            record = running.result()
+        if not self.core.prepare_due(msgs, decision, record):
+            return
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        context = contextvars.copy_context()
+
+        def work() -> None:
+            try:
+                future.set_result(context.run(self.core.prepare, msgs, thread_id))
+            except BaseException as exc:  # read at the trigger, which compacts on the spot
+                future.set_exception(exc)
+
+        with self._lock:
+            self._preparing[key] = future
+            self._preparing.move_to_end(key)
+            while len(self._preparing) > self.max_memo:
+                self._preparing.popitem(last=False)
+        threading.Thread(target=work, name="langchain-compact-prepare", daemon=True).start()
+
+    def _take_prepared(self, msgs: list[BaseMessage], thread_id: str) -> Any:
+        with self._lock:
+            future = self._preparing.pop((thread_id, boundary_key(msgs)), None)
+        if future is None:
+            return None
+        try:
+            return future.result()  # waits only if it is still being written
+        except Exception as exc:
+            logger.warning("preparing a summary failed (%s); compacting on the spot", exc)
+            return None
+
+    async def _atake_prepared(self, msgs: list[BaseMessage], thread_id: str) -> Any:
+        with self._lock:
+            future = self._preparing.pop((thread_id, boundary_key(msgs)), None)
+        if future is None:
+            return None
+        try:
+            return await asyncio.wrap_future(future)
+        except Exception as exc:
+            logger.warning("preparing a summary failed (%s); compacting on the spot", exc)
+            return None
 
     def _overflow(self, reason: str, msgs: list[BaseMessage]) -> None:
         """A chain cannot be stopped: raise (default) or log and pass the history on."""
@@ -230,7 +294,8 @@ class MessageCompactor:
         raw, digests, msgs, due = drive(self._steps(messages, thread_id))
         if not due:
             return msgs
-        return self._compacted(raw, digests, self.core.compact(msgs, thread_id))
+        prepared = self._take_prepared(msgs, thread_id)
+        return self._compacted(raw, digests, self.core.compact(msgs, thread_id, prepared=prepared))
 
     async def acompact(
         self, messages: Any, config: RunnableConfig | None = None
@@ -240,7 +305,10 @@ class MessageCompactor:
         raw, digests, msgs, due = await adrive(self._steps(messages, thread_id))
         if not due:
             return msgs
-        return self._compacted(raw, digests, await self.core.acompact(msgs, thread_id))
+        prepared = await self._atake_prepared(msgs, thread_id)
+        return self._compacted(
+            raw, digests, await self.core.acompact(msgs, thread_id, prepared=prepared)
+        )
 
     def as_runnable(self) -> Runnable[Any, list[BaseMessage]]:
         """This compactor as a ``Runnable`` (sync and async)."""

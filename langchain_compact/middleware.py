@@ -13,6 +13,10 @@ package imports without it.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextvars
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +34,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "install it with: pip install 'langchain-compact[agents]'"
     ) from exc
 
+from langchain_compact._prepare import Prepared
 from langchain_compact.config import CompactionConfig
+from langchain_compact.core import Compactor, thread_id_of
 from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
 from langchain_compact.graph.state import CompactionKeys
 from langchain_compact.summarizers import Summarizer
@@ -125,6 +131,16 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             tools=tools,
             memory=memory,
         )
+        # Summaries being prepared in the background while the model works, by thread:
+        # started in before_model, collected into state in after_model.
+        self._jobs: dict[str, concurrent.futures.Future[Prepared | None]] = {}
+        self._tasks: dict[str, asyncio.Task[Prepared | None]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def core(self) -> Compactor:
+        """The compaction core this middleware wraps."""
+        return self.nodes.core
 
     @property
     def config(self) -> CompactionConfig:
@@ -141,6 +157,9 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         config = _run_config(runtime)
         micro = self.nodes.micro(dict(state), config)
         current, route = self._route(state, micro)
+        if route == "prepare":
+            self._start(current, config)
+            route = "continue"
         compacted = self.nodes.summarize(current, config) if route == "compact" else None
         return self._finish(current, micro, route, compacted)
 
@@ -152,17 +171,70 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         config = _run_config(runtime)
         micro = await self.nodes.amicro(dict(state), config)
         current, route = self._route(state, micro)
+        if route == "prepare":
+            messages = list(current["messages"])
+            task = asyncio.get_running_loop().create_task(
+                self.core.aprepare(messages, thread_id_of(config))
+            )
+            self._tasks[thread_id_of(config)] = task
+            route = "continue"
         compacted = await self.nodes.asummarize(current, config) if route == "compact" else None
         return self._finish(current, micro, route, compacted)
+
+    def after_model(
+        self, state: CompactionAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Collect a summary prepared during the model call into state (waiting for it only
+        when it takes longer than the model did)."""
+        with self._lock:
+            job = self._jobs.pop(thread_id_of(_run_config(runtime)), None)
+        if job is None:
+            return None
+        return self._collected(job.result())
+
+    async def aafter_model(
+        self, state: CompactionAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_model`."""
+        task = self._tasks.pop(thread_id_of(_run_config(runtime)), None)
+        if task is None:
+            return None
+        return self._collected(await task)
+
+    # ------------------------------------------------------------------ preparing
+
+    def _start(self, current: Update, config: RunnableConfig) -> None:
+        """Prepare the summary in a daemon thread (in a copy of this context, so the
+        summarizer call keeps the run's callbacks and tags) while the model is called."""
+        messages = list(current["messages"])
+        thread_id = thread_id_of(config)
+        future: concurrent.futures.Future[Prepared | None] = concurrent.futures.Future()
+        context = contextvars.copy_context()
+
+        def work() -> None:
+            try:
+                future.set_result(context.run(self.core.prepare, messages, thread_id))
+            except BaseException as exc:  # handed to after_model, which drops it
+                future.set_exception(exc)
+
+        with self._lock:
+            self._jobs[thread_id] = future
+        threading.Thread(target=work, name="langchain-compact-prepare", daemon=True).start()
+
+    @staticmethod
+    def _collected(record: Prepared | None) -> dict[str, Any]:
+        return {"prepared_summary": record.as_dict() if record is not None else None}
 
     # ------------------------------------------------------------------ shared body
 
     def _route(self, state: CompactionAgentState, micro: Update) -> tuple[Update, str]:
-        """Merge the micro-compacted messages into the state, then decide (the graph's edge)."""
+        """Merge the micro-compacted messages into the state, then decide (the graph's edge;
+        ``"prepare"`` when the model goes ahead and a summary should be prepared meanwhile)."""
         current: Update = {**state, **micro}
         previous: list[Any] = list(state["messages"])
         current["messages"] = add_messages(previous, micro.get("messages", []))
-        return current, self.nodes.route(current)
+        route = self.nodes.route(current)
+        return current, "prepare" if isinstance(route, list) else route
 
     def _finish(
         self, current: Update, micro: Update, route: str, compacted: Update | None

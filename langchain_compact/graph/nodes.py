@@ -145,10 +145,16 @@ class CompactionNodes:
             ) from None
         return messages if isinstance(messages, list) else list(messages)
 
-    def route(self, state: dict[str, Any]) -> Action:
+    def route(self, state: dict[str, Any]) -> Action | list[Literal["continue", "prepare"]]:
         """Edge in front of the model: ``"continue"`` to the model, ``"compact"`` when over
-        the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action)."""
-        return self.core.decide(self._messages(state)).action
+        the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action); past the
+        prepare point, ``["continue", "prepare"]``: the model and the prepare node run in
+        the same superstep, so the summary is written while the model works."""
+        messages = self._messages(state)
+        decision = self.core.decide(messages)
+        if self.core.prepare_due(messages, decision, state.get("prepared_summary")):
+            return ["continue", "prepare"]
+        return decision.action
 
     def after_summarize(self, state: dict[str, Any]) -> Literal["continue", "stop"]:
         """Edge after a compaction: go on whenever the next call fits (see
@@ -179,6 +185,19 @@ class CompactionNodes:
         step = await self.core.amicro(self._messages(state), thread_id_of(config))
         return self._micro_update(step)
 
+    # ------------------------------------------------------------------ prepare
+
+    def prepare(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        """Node (parallel to the model call): summarise the span a compaction would take
+        now and keep it in state for the compaction at the trigger; messages untouched."""
+        record = self.core.prepare(self._messages(state), thread_id_of(config))
+        return {"prepared_summary": record.as_dict() if record is not None else None}
+
+    async def aprepare(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        """Async twin of :meth:`prepare`."""
+        record = await self.core.aprepare(self._messages(state), thread_id_of(config))
+        return {"prepared_summary": record.as_dict() if record is not None else None}
+
     # ------------------------------------------------------------------ summarize
 
     def _summarize_update(self, result: CompactionResult | Exception) -> dict[str, Any]:
@@ -193,12 +212,17 @@ class CompactionNodes:
             "transition": "compacted",
             "compaction_count": report["index"],
             "last_compaction": report,
+            "prepared_summary": None,
         }
 
     def summarize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node: one full compaction; the history is replaced by head + summary + tail."""
         try:
-            result = self.core.compact(self._messages(state), thread_id_of(config))
+            result = self.core.compact(
+                self._messages(state),
+                thread_id_of(config),
+                prepared=state.get("prepared_summary"),
+            )
         except CompactionError as exc:
             return self._summarize_update(exc)
         self.core.remember(result, config)
@@ -207,7 +231,11 @@ class CompactionNodes:
     async def asummarize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`summarize`."""
         try:
-            result = await self.core.acompact(self._messages(state), thread_id_of(config))
+            result = await self.core.acompact(
+                self._messages(state),
+                thread_id_of(config),
+                prepared=state.get("prepared_summary"),
+            )
         except CompactionError as exc:
             return self._summarize_update(exc)
         await self.core.aremember(result, config)
@@ -245,4 +273,5 @@ class CompactionNodes:
                 self.summarize, afunc=self.asummarize, name="compact_summarize"
             ),
             "stop": RunnableLambda(self.stop, name="compact_stop"),
+            "prepare": RunnableLambda(self.prepare, afunc=self.aprepare, name="compact_prepare"),
         }

@@ -29,6 +29,10 @@ class CompactionKeys(TypedDict):
     """Numbers of the newest compaction: tokens before/after, archive reference, summarizer."""
     stop_reason: NotRequired[str]
     """Why the run stopped, when it did."""
+    prepared_summary: NotRequired[dict[str, Any] | None]
+    """A summary prepared before the trigger (the span it covers, its digest per message,
+    the boundary and settings it was written under), used by the next compaction when it
+    still matches and cleared by it; never part of the messages."""
 
 
 class CompactionState(MessagesState, CompactionKeys):
@@ -37,6 +41,7 @@ class CompactionState(MessagesState, CompactionKeys):
     Example:
         >>> from langgraph.graph import StateGraph
         >>> builder = StateGraph(CompactionState)
-        >>> sorted(CompactionState.__annotations__)
-        ['compaction_count', 'last_compaction', 'messages', 'stop_reason', 'transition']
+        >>> sorted(CompactionState.__annotations__)  # doctest: +NORMALIZE_WHITESPACE
+        ['compaction_count', 'last_compaction', 'messages', 'prepared_summary',
+         'stop_reason', 'transition']
     """

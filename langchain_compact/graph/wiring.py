@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
@@ -91,7 +91,7 @@ def add_compaction(
             f"model_node={model_node!r} is not a node of this graph (nodes: "
             f"{sorted(builder.nodes)}); pass the name of the node that calls the model."
         )
-    names = {role: f"{prefix}_{role}" for role in ("micro", "summarize", "stop")}
+    names = {role: f"{prefix}_{role}" for role in ("micro", "summarize", "stop", "prepare")}
     clash = sorted(set(names.values()) & set(builder.nodes))
     if clash:
         raise ConfigError(
@@ -123,17 +123,24 @@ def add_compaction(
             branches[name] = _redirect_branch(spec, model_node, gate)
 
     runnables = nodes.runnables()
+    if not nodes.core.prepares:  # no summary to prepare (the extractive summarizer is local)
+        del names["prepare"]
     for role, node_name in names.items():
         builder.add_node(node_name, runnables[role], input_schema=CompactionState)
-    builder.add_conditional_edges(
-        gate,
-        nodes.route,
-        {"continue": model_node, "compact": names["summarize"], "stop": names["stop"]},
-    )
+    ends: dict[Hashable, str] = {
+        "continue": model_node,
+        "compact": names["summarize"],
+        "stop": names["stop"],
+    }
+    if "prepare" in names:
+        ends["prepare"] = names["prepare"]
+    builder.add_conditional_edges(gate, nodes.route, ends)
     builder.add_conditional_edges(
         names["summarize"], nodes.after_summarize, {"continue": model_node, "stop": names["stop"]}
     )
     builder.add_edge(names["stop"], END)
+    if "prepare" in names:
+        builder.add_edge(names["prepare"], END)  # its branch ends; the model's goes on
     return builder
 
 

@@ -1,0 +1,288 @@
+"""Summaries prepared before the trigger, and the checks that decide whether one is usable.
+
+Past ``prepare_tokens`` the integrations summarise, concurrently with the model call, the
+span a compaction would take at that point (:func:`prepare_steps`). What they keep is a
+plain, JSON-serialisable record (:class:`Prepared`, stored as a dict in graph state, so a
+checkpoint holds it and a fork or an edit carries it along). At the trigger,
+:func:`usable_prefix` accepts it only when its span is still a prefix of the span the
+compaction would take now, message by message (same ids, same content or since replaced by
+a placeholder), under the same boundary and the same settings; anything else is discarded,
+never used. Preparing removes nothing, so it writes nothing to the archive: the
+compaction at the trigger archives the span exactly as one done on the spot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Generator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import BaseMessage, HumanMessage
+
+from langchain_compact._compaction_phases import (
+    Plan,
+    plan_compaction,
+    restore_originals,
+    summarizer_input,
+)
+from langchain_compact._ops import (
+    Op,
+    Outcome,
+    SummarizeOp,
+    summary_bound,
+)
+from langchain_compact.config import CompactionConfig
+from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, kind_of, newest_boundary
+from langchain_compact.redaction import maybe_redact
+from langchain_compact.summarizers import LLMSummarizer, Summarizer, check_summary_text
+from langchain_compact.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from langchain_compact.archive import TranscriptArchive
+
+__all__ = [
+    "Prepared",
+    "Use",
+    "boundary_key",
+    "config_key",
+    "counter_text",
+    "prepare_steps",
+    "prepares",
+    "usable_prefix",
+    "use_prepared",
+]
+
+
+#: Messages one agent turn adds (the model's tool call and its result).
+TURN_MESSAGES = 2
+
+
+def prepares(config: CompactionConfig, summarizer: Summarizer) -> bool:
+    """Whether summaries are prepared: ``config.prepare``, else on for an
+    :class:`~langchain_compact.summarizers.LLMSummarizer` (a model call worth hiding) and
+    off for the local extractive one and for custom summarizers (whose cost is unknown:
+    pass ``prepare=True``)."""
+    if config.prepare is not None:
+        return config.prepare
+    return isinstance(summarizer, LLMSummarizer)
+
+
+def _message_key(message: BaseMessage) -> str:
+    payload = [message.type, message.content, getattr(message, "tool_call_id", None)]
+    raw = json.dumps(payload, sort_keys=True, default=str).encode()
+    return hashlib.sha256(raw).hexdigest()[:12]
+
+
+def boundary_key(messages: Sequence[BaseMessage]) -> str:
+    """The id of the newest boundary (``""`` before the first compaction)."""
+    b, _kept = newest_boundary(messages)
+    return str(messages[b].id) if b >= 0 else ""
+
+
+def config_key(config: CompactionConfig, summarizer: Summarizer) -> str:
+    """What a prepared summary depends on besides the messages: the summarizer and the
+    settings that shape the span and the summary. A change of either discards it."""
+    model = getattr(summarizer, "model", None)
+    parts = [
+        type(summarizer).__qualname__,
+        str(getattr(summarizer, "prompt", "")),
+        type(model).__qualname__ if model is not None else "",
+        str(getattr(model, "model_name", "") or getattr(model, "model", "") or ""),
+        config.keep_last_n,
+        config.pin_original_task,
+        config.summary_max_tokens,
+        config.summary_budget_ratio,
+        config.summary_role,
+        config.context_window,
+        config.redactor is not None,
+    ]
+    raw = json.dumps(parts, default=str).encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A summary prepared ahead of the trigger (kept in state as :meth:`as_dict`)."""
+
+    text: str
+    """The summary of the span (empty when preparing failed)."""
+    span_ids: list[str]
+    """Ids of the span's messages, in order."""
+    span_keys: list[str]
+    """A content digest per span message, in order."""
+    boundary: str
+    """Id of the boundary the span starts after (``""``: none yet)."""
+    settings: str
+    """:func:`config_key` when it was prepared."""
+    bound: int
+    """The token bound the summary was written for."""
+    summarizer: str
+    input_messages: int = 0
+    failed: str = ""
+    """Why preparing failed (the compaction at the trigger then calls the summarizer the
+    usual way, with its retries and fallback)."""
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict, for graph state and checkpoints."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, value: Any) -> Prepared | None:
+        """Read a record back; ``None`` for anything that is not one (never raises)."""
+        if isinstance(value, Prepared):
+            return value
+        if not isinstance(value, dict):
+            return None
+        try:
+            return cls(**value)
+        except TypeError:
+            return None
+
+
+def _keys(span: Sequence[BaseMessage]) -> tuple[list[str], list[str]]:
+    return [str(m.id) for m in span], [_message_key(m) for m in span]
+
+
+def prepare_steps(
+    messages: Sequence[BaseMessage],
+    *,
+    config: CompactionConfig,
+    summarizer: Summarizer,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    counter: TokenCounter,
+) -> Generator[Op, Outcome, Prepared | None]:
+    """Summarise the span a compaction of ``messages`` would take now (sans-IO).
+
+    The summarizer reads what it would read at the trigger: the redacted span with the
+    archived originals of cleared results restored. One attempt, no fallback: a failure is
+    recorded (``failed``), and the compaction at the trigger retries the usual way.
+    Returns ``None`` when there is nothing to summarise.
+    """
+    # One turn ahead: the model call running beside this adds a turn (a call and its
+    # result), so the compaction at the next trigger keeps those in its tail and takes the
+    # two messages that are the newest now: summarise them too, and a trigger on the next
+    # turn finds a summary of exactly its span.
+    ahead = config.replace(keep_last_n=max(0, config.keep_last_n - TURN_MESSAGES))
+    plan = plan_compaction(messages, ahead)
+    if plan is None:
+        return None
+    span = maybe_redact(plan.span, config.redactor)
+    bound = summary_bound(config)
+    fit = config.fit_tokens
+    budget = 0 if fit is None else max(0, fit - counter(span) - bound)
+    restored = yield from restore_originals(span, archive, thread_id, budget, counter)
+    readable = summarizer_input(summarizer, plan.head, span, restored)
+    ids, keys = _keys(plan.span)
+    record = Prepared(
+        text="",
+        span_ids=ids,
+        span_keys=keys,
+        boundary=boundary_key(messages),
+        settings=config_key(config, summarizer),
+        bound=bound,
+        summarizer=type(summarizer).__name__,
+        input_messages=len(readable),
+    )
+    outcome = yield SummarizeOp(summarizer, readable, bound, config.summarizer_timeout)
+    try:
+        if outcome.error is not None:
+            raise outcome.error
+        text = check_summary_text(outcome.value, bound)
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        return Prepared(**{**record.as_dict(), "failed": reason, "errors": [reason]})
+    return Prepared(**{**record.as_dict(), "text": text})
+
+
+def usable_prefix(
+    prepared: Prepared | None,
+    messages: Sequence[BaseMessage],
+    plan: Plan,
+    *,
+    config: CompactionConfig,
+    summarizer: Summarizer,
+    counter: TokenCounter,
+) -> tuple[int, str]:
+    """How many messages of ``plan.span`` the prepared summary covers (``0``: unusable) and
+    why. Usable only when it was written under the same boundary and settings, within the
+    current summary bound, and its span is a prefix of ``plan.span`` message by message:
+    the same id, and the same content or a placeholder of it (micro-compaction cleared or
+    cut it since: the prepared summary read the original)."""
+    if prepared is None:
+        return 0, "none prepared"
+    if prepared.failed or not prepared.text:
+        return 0, f"preparing failed ({prepared.failed})"
+    if prepared.boundary != boundary_key(messages):
+        return 0, "prepared before another compaction (or on another branch)"
+    if prepared.settings != config_key(config, summarizer):
+        return 0, "the settings or the summarizer changed"
+    if counter_text(prepared.text, counter) > summary_bound(config):
+        return 0, "longer than the summary bound"
+    span = plan.span
+    if len(prepared.span_ids) > len(span):
+        return 0, "the span is shorter than the prepared one (messages removed or replaced)"
+    for i, (mid, key) in enumerate(zip(prepared.span_ids, prepared.span_keys, strict=True)):
+        m = span[i]
+        if str(m.id) != mid:
+            return 0, f"the span changed at message {i} (id {m.id!r}, prepared {mid!r})"
+        if _message_key(m) != key and kind_of(m) not in (KIND_CLEARED, KIND_TRUNCATED):
+            return 0, f"message {mid!r} was edited after the summary was prepared"
+    return len(prepared.span_ids), "covers a prefix of the span"
+
+
+def counter_text(text: str, counter: TokenCounter) -> int:
+    """Tokens of ``text`` as one human message, by ``counter``."""
+    return counter([HumanMessage(text)])
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """How a compaction uses a prepared summary."""
+
+    plan: Plan
+    """The plan to run (the span may end where the prepared one did, the rest kept)."""
+    text: str | None
+    """The prepared summary, or ``None`` when it is not used."""
+    covers: int
+    """Messages of ``plan.span`` the text covers; the rest get an incremental summary."""
+    note: str
+    """What happened, for events and logs: ``used``, ``used, N kept in the tail``,
+    ``used + incremental summary of N``, or ``discarded: <reason>``."""
+
+
+def use_prepared(
+    prepared: Prepared | None,
+    messages: Sequence[BaseMessage],
+    plan: Plan,
+    *,
+    config: CompactionConfig,
+    summarizer: Summarizer,
+    counter: TokenCounter,
+    tokens_before: int,
+) -> Use:
+    """Decide how the compaction at hand uses ``prepared``.
+
+    The messages the span took on since it was prepared stay in the kept tail when the
+    compacted context still ends well under the trigger (halfway between the prepare point
+    and the trigger); otherwise they get a short incremental summary.
+    """
+    if prepared is None:
+        return Use(plan, None, 0, "")
+    covers, reason = usable_prefix(
+        prepared, messages, plan, config=config, summarizer=summarizer, counter=counter
+    )
+    if covers == 0:
+        return Use(plan, None, 0, f"discarded: {reason}")
+    rest = plan.span[covers:]
+    if not rest:
+        return Use(plan, prepared.text, covers, "used")
+    after = tokens_before - counter(plan.span[:covers]) + counter_text(prepared.text, counter)
+    trigger, start = config.trigger_tokens, config.prepare_tokens
+    if trigger is not None and start is not None and after <= (trigger + start) // 2:
+        kept = Plan(head=plan.head, span=plan.span[:covers], tail=[*rest, *plan.tail])
+        return Use(kept, prepared.text, covers, f"used, {len(rest)} newer messages kept")
+    return Use(plan, prepared.text, covers, f"used + incremental summary of {len(rest)}")

@@ -1,0 +1,388 @@
+"""Zero-pause compaction: the summary is prepared before the trigger, concurrently with the
+model call, and swapped in at the trigger; a stale one is discarded, never used."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import pytest
+from _scenarios import MemoryArchive
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
+
+from langchain_compact import (
+    CompactionConfig,
+    LLMSummarizer,
+    MessageCompactor,
+    create_compacting_agent,
+)
+from langchain_compact._prepare import Prepared
+from langchain_compact.core import Compactor
+from langchain_compact.demo import ContextReadingPolicy, DependentTask
+from langchain_compact.markers import EVENT_KEY, get_meta, kind_of
+
+WINDOW = 4000
+RUN = {"configurable": {"thread_id": "t"}, "recursion_limit": 500}
+
+
+class FactKeeper(BaseChatModel):
+    """A summarizer model that keeps every ``RESULT step=K value=V`` line it is shown (as a
+    good summarizer would) and records, per call, which steps its input held."""
+
+    calls: list[list[int]] = Field(default_factory=list)
+    threads: list[str] = Field(default_factory=list)
+    crash_on_call: int = -1
+
+    @property
+    def _llm_type(self) -> str:
+        return "fact-keeper"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        text = "\n".join(m.text for m in messages)
+        facts = list(dict.fromkeys(re.findall(r"RESULT step=(\d+) value=(\d+)", text)))
+        self.calls.append([int(k) for k, _ in facts])
+        self.threads.append(threading.current_thread().name)
+        if len(self.calls) - 1 == self.crash_on_call:
+            raise KeyboardInterrupt("the process dies mid-prepare")
+        lines = [f"- RESULT step={k} value={v}" for k, v in facts] or ["- nothing yet"]
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("\n".join(lines)))])
+
+
+def _graph(model: FactKeeper, *, prepare: bool | None = None, **kw: Any) -> Any:
+    task = DependentTask(steps=30)
+    agent = create_compacting_agent(
+        ContextReadingPolicy(),
+        task.tools(),
+        config=CompactionConfig(context_window=WINDOW, prepare=prepare),
+        summarizer=LLMSummarizer(model),
+        checkpointer=InMemorySaver(),
+        **kw,
+    )
+    return agent, task
+
+
+def _events(agent: Any, task: DependentTask) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    events, state = [], {}
+    for mode, chunk in agent.stream(
+        {"messages": [HumanMessage(task.prompt(), id="task")]},
+        RUN,
+        stream_mode=["custom", "values"],
+    ):
+        if mode == "custom":
+            events.append(chunk[EVENT_KEY])
+        else:
+            state = chunk
+    return state, events
+
+
+# -- graph ------------------------------------------------------------------------------------
+
+
+def test_the_graph_prepares_in_the_model_superstep_and_swaps_it_in_at_the_trigger() -> None:
+    model = FactKeeper()
+    agent, task = _graph(model)
+    state, events = _events(agent, task)
+
+    assert task.check(state["messages"][-1].text).ok
+    kinds = [e["event"] for e in events]
+    compactions = [e for e in events if e["event"] == "compaction"]
+    used = [e for e in compactions if e["prepared"].startswith("used")]
+    assert "summary_prepared" in kinds and len(used) >= len(compactions) // 2 > 0
+    assert all("(prepared)" in e["summarizer"] for e in used)
+    # prepared summaries live in state, never in the messages (cleared by the compaction)
+    assert not any("prepared" in str(get_meta(m).get("kind")) for m in state["messages"])
+    # the prepare node ran in the same superstep as the model node
+    history = list(agent.get_state_history(RUN))
+    steps = [{t.name for t in snapshot.tasks} for snapshot in history if snapshot.tasks]
+    assert any({"agent", "compact_prepare"} <= names for names in steps)
+
+
+def test_preparing_keeps_the_same_facts_as_compacting_on_the_spot() -> None:
+    with_prep, task = _graph(FactKeeper(), prepare=True)
+    without, task2 = _graph(FactKeeper(), prepare=False)
+    state_a, _ = _events(with_prep, task)
+    state_b, _ = _events(without, task2)
+    assert task.check(state_a["messages"][-1].text).ok
+    assert task2.check(state_b["messages"][-1].text).ok
+    assert state_a["messages"][-1].text == state_b["messages"][-1].text
+
+
+async def test_the_async_graph_prepares_and_uses_the_summary() -> None:
+    model = FactKeeper()
+    agent, task = _graph(model)
+    events: list[dict[str, Any]] = []
+    state: dict[str, Any] = {}
+    async for mode, chunk in agent.astream(
+        {"messages": [HumanMessage(task.prompt(), id="task")]},
+        RUN,
+        stream_mode=["custom", "values"],
+    ):
+        if mode == "custom":
+            events.append(chunk[EVENT_KEY])
+        else:
+            state = chunk
+    assert task.check(state["messages"][-1].text).ok
+    assert any(e["event"] == "prepared_used" for e in events)
+
+
+def test_an_extractive_summarizer_adds_no_prepare_node_by_default() -> None:
+    agent = create_compacting_agent(
+        ContextReadingPolicy(),
+        DependentTask(steps=3).tools(),
+        config=CompactionConfig(context_window=WINDOW),
+    )
+    assert "compact_prepare" not in agent.get_graph().nodes
+
+
+# -- stale summaries --------------------------------------------------------------------------
+
+
+def _history(n: int) -> list[BaseMessage]:
+    out: list[BaseMessage] = [HumanMessage("Task: run the steps and report.", id="task")]
+    for i in range(n):
+        call = {"name": "run_step", "args": {"step": i}, "id": f"c{i}"}
+        out.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
+        out.append(
+            ToolMessage(
+                f"log ... RESULT step={i} value={100 + i}", tool_call_id=f"c{i}", id=f"r{i}"
+            )
+        )
+    return out
+
+
+def _core(model: FactKeeper, **cfg: Any) -> Compactor:
+    config = CompactionConfig(context_window=WINDOW, keep_last_n=4, **cfg)
+    return Compactor(config=config, summarizer=LLMSummarizer(model), archive=MemoryArchive())
+
+
+def test_a_prepared_summary_covering_a_prefix_is_used_without_a_summarizer_call() -> None:
+    model = FactKeeper()
+    core = _core(model)
+    history = _history(10)
+    prepared = core.prepare(history, "t")
+    assert prepared is not None and not prepared.failed
+    calls = len(model.calls)
+    result = core.compact([*history, *_history(12)[21:]], "t", prepared=prepared.as_dict())
+    assert result.prepared.startswith("used") and len(model.calls) in (calls, calls + 1)
+    if len(model.calls) == calls + 1:  # an incremental summary of the newer messages only
+        assert model.calls[-1] == [8, 9, 10] or set(model.calls[-1]) <= {8, 9, 10, 11}
+    assert "RESULT step=0 value=100" in result.summary.text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("edit", "edited"),
+        ("remove", "removed"),
+        ("settings", "settings"),
+        ("boundary", "another compaction"),
+    ],
+)
+def test_a_stale_prepared_summary_is_discarded_and_the_span_summarised_on_the_spot(
+    change: str, reason: str
+) -> None:
+    model = FactKeeper()
+    core = _core(model)
+    history = _history(10)
+    prepared = core.prepare(history, "t")
+    assert prepared is not None
+    now = [*history, *_history(11)[21:]]  # the turn the model call beside it added
+    if change == "edit":  # a checkpoint edited: same id, other content
+        now[2] = ToolMessage("RESULT step=0 value=999", tool_call_id="c0", id="r0")
+    elif change == "remove":  # a fork that dropped messages
+        del now[3:5]
+    elif change == "settings":
+        core = _core(model, summary_max_tokens=900)
+    else:  # prepared before a compaction that happened since
+        now = core.compact(now, "t").messages + _history(14)[21:]
+    calls = len(model.calls)
+    result = core.compact(now, "t", prepared=prepared.as_dict())
+    assert result.prepared.startswith("discarded") and reason in result.prepared
+    assert len(model.calls) == calls + 1  # summarised on the spot, from what is there now
+    if change == "edit":
+        assert "value=999" in result.summary.text  # type: ignore[union-attr]
+
+
+def test_a_failed_prepare_is_retried_at_the_trigger_the_usual_way() -> None:
+    class Flaky(FactKeeper):
+        def _generate(
+            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> Any:
+            if not self.calls:
+                self.calls.append([])
+                raise RuntimeError("provider overloaded")
+            return super()._generate(messages, stop, run_manager, **kw)
+
+    model = Flaky()
+    core = _core(model)
+    prepared = core.prepare(_history(10), "t")
+    assert prepared is not None and "provider overloaded" in prepared.failed
+    result = core.compact(_history(10), "t", prepared=prepared.as_dict())
+    assert result.prepared.startswith("discarded: preparing failed")
+    assert result.summarizer == "LLMSummarizer" and "value=100" in result.summary.text  # type: ignore[union-attr]
+
+
+def test_garbage_in_the_prepared_state_key_is_ignored() -> None:
+    assert Prepared.from_dict({"text": "x"}) is None and Prepared.from_dict("x") is None
+    core = _core(FactKeeper())
+    result = core.compact(_history(10), "t", prepared={"unexpected": 1})
+    assert result.summary is not None and result.prepared == ""
+
+
+# -- crash mid-prepare --------------------------------------------------------------------
+
+
+def test_a_crash_mid_prepare_resumes_with_nothing_lost_and_no_duplicate_archive_record() -> None:
+    archive = MemoryArchive()
+    model = FactKeeper(crash_on_call=0)  # the first summarizer call is the first prepare
+    agent, task = _graph(model, archive=archive)
+    with pytest.raises(KeyboardInterrupt):
+        agent.invoke({"messages": [HumanMessage(task.prompt(), id="task")]}, RUN)
+    before = agent.get_state(RUN)
+    assert before.next  # the run can resume from its checkpoint
+    state = agent.invoke(None, RUN)  # resume: the prepare node runs again
+    assert task.check(state["messages"][-1].text).ok
+    contents = [tuple(m.id for m in r["messages"]) for r in archive.records]
+    assert len(contents) == len(set(contents))  # no record written twice
+    assert all(kind_of(m) != "prepared" for m in state["messages"])
+
+
+# -- middleware -------------------------------------------------------------------------------
+
+
+def _middleware_agent(model: FactKeeper) -> tuple[Any, DependentTask]:
+    from langchain.agents import create_agent
+
+    from langchain_compact.middleware import CompactionMiddleware
+
+    task = DependentTask(steps=30)
+    middleware = CompactionMiddleware(
+        config=CompactionConfig(context_window=WINDOW), summarizer=LLMSummarizer(model)
+    )
+    return create_agent(
+        model=ContextReadingPolicy(), tools=task.tools(), middleware=[middleware]
+    ), task
+
+
+def test_the_middleware_prepares_during_the_model_call_and_uses_it() -> None:
+    model = FactKeeper()
+    agent, task = _middleware_agent(model)
+    state, events = _events(agent, task)
+    assert task.check(state["messages"][-1].text).ok
+    assert any(e["event"] == "prepared_used" for e in events)
+    kinds = [e["event"] for e in events]
+    assert kinds.count("summary_prepared") >= kinds.count("prepared_used")
+
+
+async def test_the_async_middleware_prepares_and_uses_it() -> None:
+    model = FactKeeper()
+    agent, task = _middleware_agent(model)
+    events: list[dict[str, Any]] = []
+    state: dict[str, Any] = {}
+    async for mode, chunk in agent.astream(
+        {"messages": [HumanMessage(task.prompt(), id="task")]},
+        RUN,
+        stream_mode=["custom", "values"],
+    ):
+        if mode == "custom":
+            events.append(chunk[EVENT_KEY])
+        else:
+            state = chunk
+    assert task.check(state["messages"][-1].text).ok
+    assert any(e["event"] == "prepared_used" for e in events)
+
+
+# -- LCEL -------------------------------------------------------------------------------------
+
+
+def _grow(compactor: MessageCompactor, *, turns: int) -> list[list[BaseMessage]]:
+    history: list[BaseMessage] = [HumanMessage("Task: run 40 steps, report every value.", id="t")]
+    sent = []
+    for i in range(turns):
+        call = {"name": "run_step", "args": {"step": i}, "id": f"c{i}"}
+        history.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
+        text = "log line\n" * 120 + f"RESULT step={i} value={500 + i}"
+        history.append(ToolMessage(text, tool_call_id=f"c{i}", id=f"r{i}"))
+        sent.append(compactor(list(history)))
+    return sent
+
+
+def test_lcel_prepares_in_the_background_and_uses_it_at_the_trigger() -> None:
+    model = FactKeeper()
+    compactor = MessageCompactor(
+        config=CompactionConfig(context_window=WINDOW), summarizer=LLMSummarizer(model)
+    )
+    sent = _grow(compactor, turns=40)
+    summaries = [m for out in sent for m in out if kind_of(m) == "summary"]
+    assert compactor.compactions >= 1
+    assert any("(prepared)" in str(get_meta(s).get("summarizer")) for s in summaries)
+
+
+async def test_lcel_async_uses_the_prepared_summary() -> None:
+    model = FactKeeper()
+    compactor = MessageCompactor(
+        config=CompactionConfig(context_window=WINDOW), summarizer=LLMSummarizer(model)
+    )
+    history: list[BaseMessage] = [HumanMessage("Task: run 40 steps, report every value.", id="t")]
+    prepared_used = False
+    for i in range(40):
+        call = {"name": "run_step", "args": {"step": i}, "id": f"c{i}"}
+        history.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
+        text = "log line\n" * 120 + f"RESULT step={i} value={500 + i}"
+        history.append(ToolMessage(text, tool_call_id=f"c{i}", id=f"r{i}"))
+        out = await compactor.acompact(list(history))
+        prepared_used |= any(
+            "(prepared)" in str(get_meta(m).get("summarizer"))
+            for m in out
+            if kind_of(m) == "summary"
+        )
+    assert prepared_used
+
+
+# -- cache parity ---------------------------------------------------------------------------
+
+
+def test_a_fork_summarizer_prepares_on_the_exact_prefix_of_the_agent_request() -> None:
+    model = FactKeeper()
+    seen: list[list[BaseMessage]] = []
+
+    class Spy(FactKeeper):
+        def _generate(
+            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+        ) -> Any:
+            seen.append(list(messages))
+            return super()._generate(messages, stop, run_manager, **kw)
+
+    spy = Spy()
+    config = CompactionConfig(context_window=WINDOW, keep_last_n=4)
+    core = Compactor(config=config, summarizer=LLMSummarizer(spy, fork=True))
+    history = _history(10)
+    assert core.prepare(history, "t") is not None
+    request = seen[-1]
+    shared = 0
+    for a, b in zip(request, history, strict=False):
+        if (a.type, a.content) != (b.type, b.content):
+            break
+        shared += 1
+    # everything but the summary instructions is the agent's own prefix
+    assert shared == len(request) - 1 and request[-1].type == "human"
+    assert model.calls == []
+
+
+def test_a_summary_prepared_one_turn_ahead_is_exactly_the_span_of_the_next_trigger() -> None:
+    model = FactKeeper()
+    core = _core(model)
+    history = _history(10)
+    prepared = core.prepare(history, "t")
+    assert prepared is not None
+    calls = len(model.calls)
+    result = core.compact([*history, *_history(11)[21:]], "t", prepared=prepared.as_dict())
+    assert result.prepared == "used" and len(model.calls) == calls  # a swap, no model call
+    assert [m.id for m in result.compacted] == prepared.span_ids
