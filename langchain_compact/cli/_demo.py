@@ -278,7 +278,9 @@ def run_demo(
     model, model_label, real = _model(options)
     task = DependentTask(steps=options.steps, seed=options.seed)
     tools = task.tools()
-    config = CompactionConfig(context_window=options.window)
+    # Summaries are prepared ahead of the trigger even with the offline extractive
+    # summarizer, so the demo shows the swap (with an LLM summarizer it is the default).
+    config = CompactionConfig(context_window=options.window, prepare=True)
     trigger = config.trigger_tokens or 0
     options.out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f")

@@ -71,6 +71,11 @@ def before_call(turn: Turn, *, short: bool = False) -> list[str]:
             )
             + (f", {merged} earlier summaries merged" if merged else "")
             + (
+                (", prepared" if short else ", summary prepared ahead of the trigger")
+                if str(c.get("prepared", "")).startswith("used")
+                else ""
+            )
+            + (
                 ""
                 if short or c.get("summarizer") in (None, "ExtractiveSummarizer")
                 else f", by {c['summarizer']}"
