@@ -25,6 +25,7 @@ from langchain_compact._compaction_phases import (
     Plan,
     plan_compaction,
     restore_originals,
+    room_bound,
     summarizer_input,
 )
 from langchain_compact._ops import (
@@ -35,6 +36,7 @@ from langchain_compact._ops import (
 )
 from langchain_compact.config import CompactionConfig
 from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, kind_of, newest_boundary
+from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import LLMSummarizer, Summarizer, check_summary_text
 from langchain_compact.tokens import TokenCounter
@@ -154,6 +156,7 @@ def prepare_steps(
     archive: TranscriptArchive | None,
     thread_id: str,
     counter: TokenCounter,
+    tools: Sequence[Any] | None = None,
 ) -> Generator[Op, Outcome, Prepared | None]:
     """Summarise the span a compaction of ``messages`` would take now (sans-IO).
 
@@ -171,10 +174,25 @@ def prepare_steps(
     if plan is None:
         return None
     span = maybe_redact(plan.span, config.redactor)
-    bound = summary_bound(config)
+    # Sized as the compaction at the trigger will size it: the room beside what it keeps
+    # (the tail by then holds about one more turn; the newest one stands in for it).
+    tail = [*plan.tail, *messages[len(messages) - TURN_MESSAGES :]]
+    bound = room_bound(messages, plan.head, tail, config, counter, tools)
     fit = config.fit_tokens
     budget = 0 if fit is None else max(0, fit - counter(span) - bound)
-    restored = yield from restore_originals(span, archive, thread_id, budget, counter)
+    if archive is None:
+        # What the trigger will read: by then micro-compaction has cleared these read
+        # results, and without an archive nothing restores them for the summarizer.
+        restored = clear_tool_results(
+            span,
+            keep=0,
+            min_chars=config.micro_min_chars,
+            exclude_tools=config.micro_exclude_tools,
+            archived=False,
+            counter=counter,
+        )
+    else:
+        restored = yield from restore_originals(span, archive, thread_id, budget, counter)
     readable = summarizer_input(summarizer, plan.head, span, restored)
     ids, keys = _keys(plan.span)
     record = Prepared(
