@@ -6,7 +6,8 @@ tools, and the compaction config with or without summary preparing.
 * :class:`SleepyPolicy`: :class:`~langchain_compact.demo.ContextReadingPolicy` (the scripted
   agent of the dependent task, with ``usage_metadata``) that sleeps ``latency`` seconds per
   call and logs ``model_start`` / ``model_end``.
-* :class:`SleepySummarizer`: a summarizer chat model that sleeps ``latency`` seconds and then
+* :class:`SleepySummarizer`: a summarizer chat model that sleeps ``latency`` seconds (or a
+  share of it proportional to its input, with ``reference_tokens``) and then
   keeps every fact line it was shown (the task's lines, ``RESULT step=K value=V``, run_step
   arguments), as a good summarizer would; logs one ``summarizer`` event per call (at its
   end, with its ``start`` and input ``tokens``).
@@ -144,10 +145,19 @@ class SleepySummarizer(BaseChatModel):
 
     latency: float = 0.0
     timeline: Annotated[Timeline | None, SkipValidation()] = None
+    reference_tokens: int | None = None
+    """``None`` (default): every call sleeps ``latency``. A number: a call sleeps
+    ``latency * min(1, input_tokens / reference_tokens)``, so a short incremental call is
+    cheaper than one over the whole span (``reference_tokens`` of input)."""
 
     @property
     def _llm_type(self) -> str:
         return "sleepy-summarizer"
+
+    def _seconds(self, tokens: int) -> float:
+        if not self.reference_tokens:
+            return self.latency
+        return self.latency * min(1.0, tokens / self.reference_tokens)
 
     def _reply(self, messages: Sequence[BaseMessage]) -> ChatResult:
         text = "\n".join(m.text for m in messages)
@@ -165,10 +175,10 @@ class SleepySummarizer(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        start = time.perf_counter()
-        time.sleep(self.latency)
+        start, tokens = time.perf_counter(), approximate_tokens(messages)
+        time.sleep(self._seconds(tokens))
         result = self._reply(messages)
-        self._log("summarizer", start=start, tokens=approximate_tokens(messages))
+        self._log("summarizer", start=start, tokens=tokens)
         return result
 
     async def _agenerate(
@@ -178,10 +188,10 @@ class SleepySummarizer(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        start = time.perf_counter()
-        await asyncio.sleep(self.latency)
+        start, tokens = time.perf_counter(), approximate_tokens(messages)
+        await asyncio.sleep(self._seconds(tokens))
         result = self._reply(messages)
-        self._log("summarizer", start=start, tokens=approximate_tokens(messages))
+        self._log("summarizer", start=start, tokens=tokens)
         return result
 
 

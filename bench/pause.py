@@ -79,13 +79,19 @@ STEPS = 4
 threshold after the third tool result and the trigger after the fourth."""
 PAYLOAD_CHARS = 3_600
 """Characters per tool result (about 1,050 tokens, under the 0.2-of-window digest cut)."""
-BRIEF_LINES = 24
-"""Lines of background the user's message carries after the task (about 650 tokens), so the
-prepare threshold falls between two tool results of this size."""
+BRIEF_LINES = 17
+"""Lines of background the user's message carries after the task (about 500 tokens), so the
+model inputs are about 2,950 / 3,990 / 5,030 tokens after the 2nd / 3rd / 4th tool result:
+under the prepare threshold, between it and the trigger, over the trigger (each by 400+)."""
 _BRIEF = (
     "Background note {i}: the build farm runs nightly; workers share one artifact cache, "
     "logs are rotated weekly, and flaky jobs are retried once by the scheduler."
 )
+
+
+REFERENCE_TOKENS = 2_300
+"""``--proportional``: input tokens at which a summarizer call takes L (about the input of
+the compaction at the trigger, ours: 2,339 by ``approximate_tokens``)."""
 
 
 def task_message(task: DependentTask, *, brief_lines: int = BRIEF_LINES) -> HumanMessage:
@@ -147,19 +153,24 @@ def run_system(
     steps: int = STEPS,
     payload_chars: int = PAYLOAD_CHARS,
     make_summarizer: Callable[[Timeline], BaseChatModel] | None = None,
+    reference_tokens: int | None = None,
+    brief_lines: int = BRIEF_LINES,
 ) -> dict[str, Any] | None:
     """One run of ``system`` on the dependent task; ``None`` when the system needs the
     ``prepare`` flag and the installed package has none.
 
     ``make_summarizer(timeline)``: the summarizer model, logging ``summarizer`` events into
     the run's timeline (default: :class:`SleepySummarizer` with ``summarizer_latency``;
-    the server harness passes a real model)."""
+    the server harness passes a real model). ``reference_tokens``: the default summarizer's
+    latency scales with its input, L at ``reference_tokens`` (see :data:`REFERENCE_TOKENS`)."""
     timeline = Timeline()
     task = DependentTask(steps=steps, payload_chars=payload_chars)
     tools = timed_tools(task.tools(), timeline)
     policy = SleepyPolicy(latency=model_latency, timeline=timeline)
     if make_summarizer is None:
-        summarizer: BaseChatModel = SleepySummarizer(latency=summarizer_latency, timeline=timeline)
+        summarizer: BaseChatModel = SleepySummarizer(
+            latency=summarizer_latency, timeline=timeline, reference_tokens=reference_tokens
+        )
     else:
         summarizer = make_summarizer(timeline)
     agent = _agent(system, policy, tools, summarizer, window)
@@ -170,7 +181,7 @@ def run_system(
     final: Any = None
     begin = time.perf_counter()
     for mode, chunk in agent.stream(
-        {"messages": [task_message(task)]},
+        {"messages": [task_message(task, brief_lines=brief_lines)]},
         config,
         stream_mode=["values", "custom"],
     ):
@@ -249,6 +260,7 @@ def pause_bench(
     window: int = WINDOW,
     steps: int = STEPS,
     payload_chars: int = PAYLOAD_CHARS,
+    reference_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Every system at every (L, M), one after the other (no parallel runs)."""
     out: dict[str, Any] = {
@@ -256,6 +268,8 @@ def pause_bench(
         "steps": steps,
         "payload_chars": payload_chars,
         "prepare_supported": PREPARE_SUPPORTED,
+        "summarizer_latency": "fixed" if reference_tokens is None else "proportional",
+        "reference_tokens": reference_tokens,
         "labels": {s: LABELS[s] for s in systems},
         "pairs": [],
     }
@@ -279,6 +293,7 @@ def pause_bench(
                 window=window,
                 steps=steps,
                 payload_chars=payload_chars,
+                reference_tokens=reference_tokens,
             )
             if result is not None and result["pause_median_s"] is not None:
                 result["meets_goal"] = result["pause_median_s"] <= row["goal_s"]
@@ -293,6 +308,7 @@ def run(
     systems: Sequence[str] = SYSTEMS,
     transcripts: int = 8,
     quick: bool = False,
+    reference_tokens: int | None = None,
     out_dir: Path | None = RESULTS_DIR,
     name: str = "pause",
 ) -> dict[str, Any]:
@@ -304,7 +320,7 @@ def run(
     results: dict[str, Any] = {
         "prepare_supported": PREPARE_SUPPORTED,
         "quick": quick,
-        "pause": pause_bench(pairs, systems),
+        "pause": pause_bench(pairs, systems, reference_tokens=reference_tokens),
         "replay_tokens": replay_tokens(limit=transcripts, windows=windows),
         "fidelity": fidelity(windows=windows, steps=6 if quick else 14),
     }
@@ -335,6 +351,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="one window, short fidelity task (smoke run)"
     )
+    parser.add_argument(
+        "--proportional",
+        action="store_true",
+        help=f"summarizer latency proportional to its input (L at {REFERENCE_TOKENS:,} "
+        "tokens, the whole span), so a short incremental call costs less than L; default: "
+        "every summarizer call takes L",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory")
     parser.add_argument("--name", default="pause", help="results file stem (default pause)")
     args = parser.parse_args(argv)
@@ -351,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             systems=systems,
             transcripts=args.transcripts,
             quick=args.quick,
+            reference_tokens=REFERENCE_TOKENS if args.proportional else None,
             out_dir=args.out,
             name=args.name,
         )

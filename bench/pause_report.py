@@ -15,6 +15,12 @@ def _s(value: Any) -> str:
 
 def _pause_table(pause: dict[str, Any]) -> list[str]:
     window = pause["window"]
+    reference = pause.get("reference_tokens")
+    latency = (
+        "L s per call"
+        if not reference
+        else f"L x min(1, input tokens / {reference:,}) s per call (`--proportional`)"
+    )
     lines = [
         "## Pause at the trigger",
         "",
@@ -22,7 +28,7 @@ def _pause_table(pause: dict[str, Any]) -> list[str]:
         f"characters of log each, window {window:,} (trigger {int(0.75 * window):,}, "
         f"prepare threshold {int(0.6 * window):,}): the context passes the prepare threshold "
         "one turn before the trigger, and one full compaction happens. The agent model "
-        "sleeps M s per call, the summarizer L s per call. *Pause*: wall time from the end "
+        f"sleeps M s per call, the summarizer {latency}. *Pause*: wall time from the end "
         "of the tool call to the start of the next model call, on the turn where the "
         "compaction happened. *Added latency*: the run's wall time minus calls x M minus "
         "tool time (a wait that moved elsewhere, e.g. a prepare that outlasts the model "

@@ -30,21 +30,38 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from bench._llama import ServerAddress, chat_model
 from bench._pause_models import PREPARE_SUPPORTED, TimedChatModel, Timeline
-from bench.pause import LABELS, PAYLOAD_CHARS, RESULTS_DIR, STEPS, WINDOW, run_system
+from bench.pause import LABELS, RESULTS_DIR, STEPS, run_system
 from langchain_compact.demo import DependentTask
 from langchain_compact.summarizers import LLMSummarizer
 
-__all__ = ["SERVER_SYSTEMS", "calibrate", "server_markdown", "server_pause"]
+__all__ = [
+    "DEFAULT_SERVER_SYSTEMS",
+    "SERVER_SYSTEMS",
+    "calibrate",
+    "server_markdown",
+    "server_pause",
+]
 
 SERVER_SYSTEMS = ("graph_prepare", "graph", "mw_prepare", "mw", "lc_summarization")
+DEFAULT_SERVER_SYSTEMS = ("graph_prepare", "graph")
+"""Each run takes about 7x the summarizer call (5 model calls at 1.25x, and the call): on a
+loaded 2-core machine the 270m model needs ~20 s for the span, so two systems by default."""
+WINDOW = 3_000
+PAYLOAD_CHARS = 1_560
+BRIEF_LINES = 12
+"""Half of ``bench/pause.py``'s task (window, results, background), same shape: inputs of
+about 1,590 / 2,060 / 2,530 tokens after the 2nd / 3rd / 4th tool result (prepare
+threshold 1,800, trigger 2,250), so the CPU server's summarizer call stays short."""
 SUMMARY_TOKENS = 160
 """Output cap of the server's summaries (``extra_body.max_tokens``)."""
 
 
 def calibrate(model: Any, *, steps: int = 2, payload_chars: int = PAYLOAD_CHARS) -> float:
     """Seconds of one ``LLMSummarizer`` call on a span like the one compacted in the task
-    (the task plus ``steps`` tool calls and results), after one warm-up call."""
-    task = DependentTask(steps=STEPS, payload_chars=payload_chars)
+    (the task plus ``steps`` tool calls and results). One call, no warm-up: the server
+    keeps the last prompt's cache, so a repeated call would measure only the decoding."""
+    # Another seed than the run's task: the same size, but no prompt the server has cached.
+    task = DependentTask(steps=STEPS, payload_chars=payload_chars, seed=1_000)
     span: list[Any] = [HumanMessage(task.prompt())]
     previous = task.starting_value
     for k in range(1, steps + 1):
@@ -55,24 +72,21 @@ def calibrate(model: Any, *, steps: int = 2, payload_chars: int = PAYLOAD_CHARS)
         previous = task.step_value(k, previous)
     summarizer = LLMSummarizer(model)
 
-    def once() -> float:
-        t0 = time.perf_counter()
-        with contextlib.suppress(Exception):  # a refused summary still took the server's time
-            summarizer.summarize(span, max_tokens=2_000)
-        return time.perf_counter() - t0
-
-    once()  # warm-up (first request loads the prompt cache paths)
-    return once()
+    t0 = time.perf_counter()
+    with contextlib.suppress(Exception):  # a refused summary still took the server's time
+        summarizer.summarize(span, max_tokens=2_000)
+    return time.perf_counter() - t0
 
 
 def server_pause(
     server: ServerAddress,
     *,
-    systems: Sequence[str] = SERVER_SYSTEMS,
+    systems: Sequence[str] = DEFAULT_SERVER_SYSTEMS,
     model_latency: float | None = None,
     window: int = WINDOW,
     steps: int = STEPS,
     payload_chars: int = PAYLOAD_CHARS,
+    brief_lines: int = BRIEF_LINES,
 ) -> dict[str, Any]:
     """Run ``systems`` with the server's model as the summarizer; per system the pause at the
     trigger and its share of the summarizer call's median duration."""
@@ -103,6 +117,7 @@ def server_pause(
             steps=steps,
             payload_chars=payload_chars,
             make_summarizer=make,
+            brief_lines=brief_lines,
         )
         if result is not None:
             durations = result["summarizer_call_s"]
@@ -155,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--systems",
-        default=",".join(SERVER_SYSTEMS),
+        default=",".join(DEFAULT_SERVER_SYSTEMS),
         help=f"comma-separated subset of {SERVER_SYSTEMS}",
     )
     parser.add_argument(
