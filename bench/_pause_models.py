@@ -81,6 +81,10 @@ class Timeline:
         return sorted((t, info) for k, t, info in self.events if k == kind)
 
 
+def _ids(messages: Sequence[BaseMessage]) -> list[str]:
+    return [str(m.id) for m in messages]
+
+
 class SleepyPolicy(ContextReadingPolicy):
     """The dependent task's scripted agent with a fixed latency per call (sync and async)."""
 
@@ -98,7 +102,7 @@ class SleepyPolicy(ContextReadingPolicy):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self._log("model_start", messages=len(messages), tokens=approximate_tokens(messages))
+        self._log("model_start", ids=_ids(messages), tokens=approximate_tokens(messages))
         time.sleep(self.latency)
         result = self._respond(messages)
         self._log("model_end")
@@ -111,7 +115,7 @@ class SleepyPolicy(ContextReadingPolicy):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        self._log("model_start", messages=len(messages), tokens=approximate_tokens(messages))
+        self._log("model_start", ids=_ids(messages), tokens=approximate_tokens(messages))
         await asyncio.sleep(self.latency)
         result = self._respond(messages)
         self._log("model_end")

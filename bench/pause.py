@@ -219,8 +219,10 @@ def measure(timeline: Timeline, *, model_latency: float, wall: float) -> dict[st
             {
                 "call": k + 1,
                 "pause_s": round(start - tool_end, 4),
-                # A full compaction shortens the history the model receives.
-                "compaction": info["messages"] < starts[k - 1][1]["messages"],
+                # After a full compaction the previous input is no longer a prefix of this one
+                # (micro-compaction keeps message ids; appending keeps the prefix).
+                "compaction": info["ids"][: len(starts[k - 1][1]["ids"])]
+                != starts[k - 1][1]["ids"],
                 "summarizer_calls_in_pause": len(overlapping),
                 "summarizer_s_in_pause": round(
                     sum(min(e, start) - max(s, tool_end) for s, e in overlapping), 4
@@ -232,7 +234,7 @@ def measure(timeline: Timeline, *, model_latency: float, wall: float) -> dict[st
     # call holds the graph's superstep barrier).
     waits = [min((t for t in tool_starts if t >= end), default=end) - end for end in ends[:-1]]
     spans = [(s, e) for (s, _), e in zip(starts, ends, strict=False)]
-    during_model = sum(1 for s, _, _ in calls if any(a <= s < b for a, b in spans))
+    during_model = sum(1 for s, e, _ in calls if any(s < b and e > a for a, b in spans))
     pauses = [t["pause_s"] for t in turns if t["compaction"]]
     other = [t["pause_s"] for t in turns if not t["compaction"]]
     return {

@@ -36,7 +36,7 @@ def _pause_table(pause: dict[str, Any]) -> list[str]:
         "Goal (issue 10): median pause <= 5% of L when M >= L, else <= L - M + 5% of L.",
         "",
         "| L s | M s | goal s | system | compactions | pause s (median / max) | "
-        "summarizer calls: all / in the pause / during a model call | added latency s | "
+        "summarizer calls: all / in the pause / overlapping a model call | added latency s | "
         "max wait after a model call s | "
         "prepared / used / discarded | finished | meets goal |",
         "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|---|",
@@ -75,21 +75,35 @@ def _tokens_table(replay: dict[str, Any]) -> list[str]:
         "extractive summary model, archive in a LangGraph store; o200k tokens of every "
         "summarizer call summed. Goal (issue 10): with <= 1.15x without.",
         "",
-        "| window | transcripts | without: calls / input tokens | with: calls / input tokens"
-        " | with / without | prepared / used / discarded |",
+        "*Never used*: prepared, then neither used nor discarded (replaced by a newer one, or "
+        "the run ended first).",
+        "",
+        "| window | transcripts | without: compactions / calls / input tokens | "
+        "with: compactions / calls / input tokens"
+        " | with / without | prepared / used / discarded / never used |",
         "|---:|---:|---:|---:|---:|---|",
     ]
     for window, w in replay["windows"].items():
         without = w["without"]
         with_ = w["with"]
-        left = f"{without['summarizer_calls']} / {without['summarizer_input_tokens']:,}"
+        left = (
+            f"{without['events']['compaction']} / {without['summarizer_calls']} / "
+            f"{without['summarizer_input_tokens']:,}"
+        )
         if "not_available" in with_:
             right, ratio, prep = _NA, "-", "-"
         else:
-            right = f"{with_['summarizer_calls']} / {with_['summarizer_input_tokens']:,}"
+            right = (
+                f"{with_['events']['compaction']} / {with_['summarizer_calls']} / "
+                f"{with_['summarizer_input_tokens']:,}"
+            )
             ratio = "-" if w["ratio"] is None else f"{w['ratio']:.3f}"
             ev = with_["events"]
-            prep = f"{ev['summary_prepared']} / {ev['prepared_used']} / {ev['prepared_discarded']}"
+            unused = ev["summary_prepared"] - ev["prepared_used"] - ev["prepared_discarded"]
+            prep = (
+                f"{ev['summary_prepared']} / {ev['prepared_used']} / "
+                f"{ev['prepared_discarded']} / {unused}"
+            )
             if with_["discard_reasons"]:
                 prep += (
                     " ("

@@ -142,7 +142,7 @@ def server_markdown(results: dict[str, Any]) -> str:
         f"{results['window']:,}, {results['steps']} steps.",
         "",
         "| system | compactions | pause s | summarizer call s (median) | pause / call |"
-        " summarizer calls: all / during a model call | added latency s | finished |",
+        " summarizer calls: all / overlapping a model call | added latency s | finished |",
         "|---|---:|---:|---:|---:|---|---:|---|",
     ]
     for system, r in results["systems"].items():
