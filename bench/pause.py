@@ -7,7 +7,9 @@ Issue 10 (zero-pause compaction), must-show 1, 3 and 4, in one command that writ
    run by a scripted agent that sleeps ``M`` seconds per model call, with a summarizer model
    that sleeps ``L`` seconds per call (:mod:`bench._pause_models`). The tool results grow
    the context so that one full compaction happens, one turn after the context passes the
-   prepare threshold. On each turn whose model input is shorter than the one before (a full
+   prepare threshold (ours runs with ``micro_exclude_tools=("run_step",)``: clearing old
+   results would otherwise free the room, and there would be no full compaction to time).
+   On each turn whose model input no longer starts with the previous turn's input (a full
    compaction ran), the *pause* is the wall time from the end of the tool call to the start
    of the next model call. *Added latency* is the run's wall time minus ``calls x M`` minus
    the tools' time: it also catches a wait that moved elsewhere (a prepare that outlasts the
