@@ -33,6 +33,7 @@ flag they are reported as not available and everything else runs unchanged.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import statistics
@@ -157,6 +158,7 @@ def run_system(
     make_summarizer: Callable[[Timeline], BaseChatModel] | None = None,
     reference_tokens: int | None = None,
     brief_lines: int = BRIEF_LINES,
+    use_async: bool = False,
 ) -> dict[str, Any] | None:
     """One run of ``system`` on the dependent task; ``None`` when the system needs the
     ``prepare`` flag and the installed package has none.
@@ -164,7 +166,9 @@ def run_system(
     ``make_summarizer(timeline)``: the summarizer model, logging ``summarizer`` events into
     the run's timeline (default: :class:`SleepySummarizer` with ``summarizer_latency``;
     the server harness passes a real model). ``reference_tokens``: the default summarizer's
-    latency scales with its input, L at ``reference_tokens`` (see :data:`REFERENCE_TOKENS`)."""
+    latency scales with its input, L at ``reference_tokens`` (see :data:`REFERENCE_TOKENS`).
+    ``use_async``: run the agent with ``astream`` (async nodes and hooks) instead of
+    ``stream``."""
     timeline = Timeline()
     task = DependentTask(steps=steps, payload_chars=payload_chars)
     tools = timed_tools(task.tools(), timeline)
@@ -181,17 +185,26 @@ def run_system(
     config: Any = {"configurable": {"thread_id": f"pause-{system}"}, "recursion_limit": 200}
     events: dict[str, int] = {}
     final: Any = None
-    begin = time.perf_counter()
-    for mode, chunk in agent.stream(
-        {"messages": [task_message(task, brief_lines=brief_lines)]},
-        config,
-        stream_mode=["values", "custom"],
-    ):
+    inputs = {"messages": [task_message(task, brief_lines=brief_lines)]}
+
+    def take(mode: str, chunk: Any) -> None:
+        nonlocal final
         if mode == "values":
             final = chunk
         elif isinstance(chunk, dict) and isinstance(chunk.get(EVENT_KEY), dict):
             name = str(chunk[EVENT_KEY].get("event"))
             events[name] = events.get(name, 0) + 1
+
+    async def astream() -> None:
+        async for mode, chunk in agent.astream(inputs, config, stream_mode=["values", "custom"]):
+            take(mode, chunk)
+
+    begin = time.perf_counter()
+    if use_async:
+        asyncio.run(astream())
+    else:
+        for mode, chunk in agent.stream(inputs, config, stream_mode=["values", "custom"]):
+            take(mode, chunk)
     wall = time.perf_counter() - begin
     messages = (final or {}).get("messages", [])
     text = messages[-1].text if messages else ""
@@ -265,6 +278,7 @@ def pause_bench(
     steps: int = STEPS,
     payload_chars: int = PAYLOAD_CHARS,
     reference_tokens: int | None = None,
+    use_async: bool = False,
 ) -> dict[str, Any]:
     """Every system at every (L, M), one after the other (no parallel runs)."""
     out: dict[str, Any] = {
@@ -274,6 +288,7 @@ def pause_bench(
         "prepare_supported": PREPARE_SUPPORTED,
         "summarizer_latency": "fixed" if reference_tokens is None else "proportional",
         "reference_tokens": reference_tokens,
+        "async": use_async,
         "labels": {s: LABELS[s] for s in systems},
         "pairs": [],
     }
@@ -298,6 +313,7 @@ def pause_bench(
                 steps=steps,
                 payload_chars=payload_chars,
                 reference_tokens=reference_tokens,
+                use_async=use_async,
             )
             if result is not None and result["pause_median_s"] is not None:
                 result["meets_goal"] = result["pause_median_s"] <= row["goal_s"]
@@ -313,6 +329,7 @@ def run(
     transcripts: int = 8,
     quick: bool = False,
     reference_tokens: int | None = None,
+    use_async: bool = False,
     out_dir: Path | None = RESULTS_DIR,
     name: str = "pause",
 ) -> dict[str, Any]:
@@ -324,7 +341,9 @@ def run(
     results: dict[str, Any] = {
         "prepare_supported": PREPARE_SUPPORTED,
         "quick": quick,
-        "pause": pause_bench(pairs, systems, reference_tokens=reference_tokens),
+        "pause": pause_bench(
+            pairs, systems, reference_tokens=reference_tokens, use_async=use_async
+        ),
         "replay_tokens": replay_tokens(limit=transcripts, windows=windows),
         "fidelity": fidelity(windows=windows, steps=6 if quick else 14),
     }
@@ -362,6 +381,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tokens, the whole span), so a short incremental call costs less than L; default: "
         "every summarizer call takes L",
     )
+    parser.add_argument(
+        "--async", dest="use_async", action="store_true", help="run the agents with astream"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory")
     parser.add_argument("--name", default="pause", help="results file stem (default pause)")
     args = parser.parse_args(argv)
@@ -379,6 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             transcripts=args.transcripts,
             quick=args.quick,
             reference_tokens=REFERENCE_TOKENS if args.proportional else None,
+            use_async=args.use_async,
             out_dir=args.out,
             name=args.name,
         )

@@ -117,3 +117,14 @@ def test_goal_follows_the_issue() -> None:
     assert goal_seconds(2.0, 2.0) == pytest.approx(0.1)
     assert goal_seconds(2.0, 4.0) == pytest.approx(0.1)
     assert goal_seconds(4.0, 2.0) == pytest.approx(2.2)
+
+
+@pytest.mark.parametrize("system", ["graph", "mw", "lc_summarization"])
+def test_async_runs_measure_the_compaction_turn(system: str) -> None:
+    from bench.pause import run_system
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = run_system(system, summarizer_latency=0.01, model_latency=0.01, use_async=True)
+    assert r is not None and r["finished"], r
+    assert r["compactions"] == 1 and [t["call"] for t in r["turns"] if t["compaction"]] == [5]
