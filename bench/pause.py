@@ -41,6 +41,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,18 @@ from langchain_compact.demo import DependentTask
 from langchain_compact.markers import EVENT_KEY
 from langchain_compact.summarizers import LLMSummarizer
 
-__all__ = ["PAIRS", "SYSTEMS", "goal_seconds", "pause_bench", "run", "run_system"]
+__all__ = [
+    "MAIN_SHAPE",
+    "PAIRS",
+    "SMALL_PAIRS",
+    "SMALL_SHAPE",
+    "SYSTEMS",
+    "Shape",
+    "goal_seconds",
+    "pause_bench",
+    "run",
+    "run_system",
+]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SYSTEMS = ("graph_prepare", "graph", "mw_prepare", "mw", "lc_summarization")
@@ -86,6 +98,25 @@ BRIEF_LINES = 17
 """Lines of background the user's message carries after the task (about 500 tokens), so the
 model inputs are about 2,950 / 3,990 / 5,030 tokens after the 2nd / 3rd / 4th tool result:
 under the prepare threshold, between it and the trigger, over the trigger (each by 400+)."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A task shape: window, characters per tool result, lines of background."""
+
+    window: int
+    payload_chars: int
+    brief_lines: int
+
+
+MAIN_SHAPE = Shape(WINDOW, PAYLOAD_CHARS, BRIEF_LINES)
+SMALL_SHAPE = Shape(3_000, 1_560, 12)
+"""Half the window, the same geometry (inputs about 1,590 / 2,060 / 2,530 tokens after the
+2nd / 3rd / 4th result; prepare threshold 1,800, trigger 2,250). Where the main shape lets a
+compaction keep the messages added since the prepare in its tail, this one may not, so
+both ways of finishing a prepared compaction are timed. The server harness uses it too."""
+SMALL_PAIRS: tuple[tuple[float, float], ...] = ((2.0, 2.0),)
+"""(L, M) run on :data:`SMALL_SHAPE` (one pair, to keep the run short)."""
 _BRIEF = (
     "Background note {i}: the build farm runs nightly; workers share one artifact cache, "
     "logs are rotated weekly, and flaky jobs are retried once by the scheduler."
@@ -274,17 +305,16 @@ def pause_bench(
     pairs: Sequence[tuple[float, float]] = PAIRS,
     systems: Sequence[str] = SYSTEMS,
     *,
-    window: int = WINDOW,
+    small_pairs: Sequence[tuple[float, float]] = SMALL_PAIRS,
     steps: int = STEPS,
-    payload_chars: int = PAYLOAD_CHARS,
     reference_tokens: int | None = None,
     use_async: bool = False,
 ) -> dict[str, Any]:
-    """Every system at every (L, M), one after the other (no parallel runs)."""
+    """Every system at every (L, M) of ``pairs`` on the main task shape, then at every
+    (L, M) of ``small_pairs`` on the small one; one run after the other (no parallel runs)."""
     out: dict[str, Any] = {
-        "window": window,
         "steps": steps,
-        "payload_chars": payload_chars,
+        "shapes": {"main": asdict(MAIN_SHAPE), "small": asdict(SMALL_SHAPE)},
         "prepare_supported": PREPARE_SUPPORTED,
         "summarizer_latency": "fixed" if reference_tokens is None else "proportional",
         "reference_tokens": reference_tokens,
@@ -292,16 +322,19 @@ def pause_bench(
         "labels": {s: LABELS[s] for s in systems},
         "pairs": [],
     }
-    for summarizer_latency, model_latency in pairs:
+    plan = [(MAIN_SHAPE, p) for p in pairs] + [(SMALL_SHAPE, p) for p in small_pairs]
+    for shape, (summarizer_latency, model_latency) in plan:
         row: dict[str, Any] = {
             "L": summarizer_latency,
             "M": model_latency,
+            "window": shape.window,
             "goal_s": round(goal_seconds(summarizer_latency, model_latency), 4),
             "systems": {},
         }
         for system in systems:
             print(
-                f"[pause] L={summarizer_latency} M={model_latency} {system} ...",
+                f"[pause] window={shape.window} L={summarizer_latency} M={model_latency} "
+                f"{system} ...",
                 file=sys.stderr,
                 flush=True,
             )
@@ -309,9 +342,10 @@ def pause_bench(
                 system,
                 summarizer_latency=summarizer_latency,
                 model_latency=model_latency,
-                window=window,
+                window=shape.window,
                 steps=steps,
-                payload_chars=payload_chars,
+                payload_chars=shape.payload_chars,
+                brief_lines=shape.brief_lines,
                 reference_tokens=reference_tokens,
                 use_async=use_async,
             )
@@ -326,6 +360,7 @@ def run(
     *,
     pairs: Sequence[tuple[float, float]] = PAIRS,
     systems: Sequence[str] = SYSTEMS,
+    small_pairs: Sequence[tuple[float, float]] = SMALL_PAIRS,
     transcripts: int = 8,
     quick: bool = False,
     reference_tokens: int | None = None,
@@ -342,7 +377,11 @@ def run(
         "prepare_supported": PREPARE_SUPPORTED,
         "quick": quick,
         "pause": pause_bench(
-            pairs, systems, reference_tokens=reference_tokens, use_async=use_async
+            pairs,
+            systems,
+            small_pairs=small_pairs,
+            reference_tokens=reference_tokens,
+            use_async=use_async,
         ),
         "replay_tokens": replay_tokens(limit=transcripts, windows=windows),
         "fidelity": fidelity(windows=windows, steps=6 if quick else 14),
@@ -392,12 +431,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown systems {unknown}; choose from {SYSTEMS}")
     pairs = [(a * args.scale, b * args.scale) for a, b in PAIRS]
+    small_pairs = [(a * args.scale, b * args.scale) for a, b in SMALL_PAIRS]
     logging.basicConfig(level=logging.ERROR)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         results = run(
             pairs=pairs,
             systems=systems,
+            small_pairs=small_pairs,
             transcripts=args.transcripts,
             quick=args.quick,
             reference_tokens=REFERENCE_TOKENS if args.proportional else None,

@@ -14,7 +14,15 @@ def _s(value: Any) -> str:
 
 
 def _pause_table(pause: dict[str, Any]) -> list[str]:
-    window = pause["window"]
+    main, small = pause["shapes"]["main"], pause["shapes"]["small"]
+
+    def shape(x: dict[str, Any]) -> str:
+        w = x["window"]
+        return (
+            f"window {w:,} (trigger {int(0.75 * w):,}, prepare threshold {int(0.6 * w):,}), "
+            f"about {x['payload_chars']:,} characters of log per result"
+        )
+
     reference = pause.get("reference_tokens")
     latency = (
         "L s per call"
@@ -24,10 +32,9 @@ def _pause_table(pause: dict[str, Any]) -> list[str]:
     lines = [
         "## Pause at the trigger",
         "",
-        f"Dependent task, {pause['steps']} steps of about {pause['payload_chars']:,} "
-        f"characters of log each, window {window:,} (trigger {int(0.75 * window):,}, "
-        f"prepare threshold {int(0.6 * window):,}): the context passes the prepare threshold "
-        "one turn before the trigger, and one full compaction happens (ours with "
+        f"Dependent task, {pause['steps']} steps; main shape: {shape(main)}; small shape: "
+        f"{shape(small)}. In both the context passes the prepare threshold one turn before "
+        "the trigger, and one full compaction happens (ours with "
         "`micro_exclude_tools=('run_step',)`: otherwise clearing old results would free "
         "the room and no full compaction would happen). The agent model "
         f"sleeps M s per call, the summarizer {latency}; agents run with "
@@ -38,16 +45,19 @@ def _pause_table(pause: dict[str, Any]) -> list[str]:
         "call and holds the graph's superstep, shows here and in *wait after model*). "
         "Goal (issue 10): median pause <= 5% of L when M >= L, else <= L - M + 5% of L.",
         "",
-        "| L s | M s | goal s | system | compactions | pause s (median / max) | "
+        "| window | L s | M s | goal s | system | compactions | pause s (median / max) | "
         "summarizer calls: all / in the pause / overlapping a model call | added latency s | "
         "max wait after a model call s | "
         "prepared / used / discarded | finished | meets goal |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|---|",
+        "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|---|",
     ]
     for row in pause["pairs"]:
         for system, r in row["systems"].items():
             label = pause["labels"].get(system, system)
-            head = f"| {row['L']:g} | {row['M']:g} | {row['goal_s']:.2f} | {label} |"
+            head = (
+                f"| {row['window']:,} | {row['L']:g} | {row['M']:g} | {row['goal_s']:.2f} |"
+                f" {label} |"
+            )
             if r is None:
                 lines.append(f"{head} {_NA} | | | | | | | |")
                 continue

@@ -30,7 +30,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from bench._llama import ServerAddress, chat_model
 from bench._pause_models import PREPARE_SUPPORTED, TimedChatModel, Timeline
-from bench.pause import LABELS, RESULTS_DIR, STEPS, run_system
+from bench.pause import LABELS, RESULTS_DIR, SMALL_SHAPE, STEPS, run_system
 from langchain_compact.demo import DependentTask
 from langchain_compact.summarizers import LLMSummarizer
 
@@ -46,12 +46,10 @@ SERVER_SYSTEMS = ("graph_prepare", "graph", "mw_prepare", "mw", "lc_summarizatio
 DEFAULT_SERVER_SYSTEMS = ("graph_prepare", "graph")
 """Each run takes about 7x the summarizer call (5 model calls at 1.25x, and the call): on a
 loaded 2-core machine the 270m model needs ~20 s for the span, so two systems by default."""
-WINDOW = 3_000
-PAYLOAD_CHARS = 1_560
-BRIEF_LINES = 12
-"""Half of ``bench/pause.py``'s task (window, results, background), same shape: inputs of
-about 1,590 / 2,060 / 2,530 tokens after the 2nd / 3rd / 4th tool result (prepare
-threshold 1,800, trigger 2,250), so the CPU server's summarizer call stays short."""
+WINDOW = SMALL_SHAPE.window
+PAYLOAD_CHARS = SMALL_SHAPE.payload_chars
+BRIEF_LINES = SMALL_SHAPE.brief_lines
+"""``bench/pause.py``'s small task shape, so the CPU server's summarizer call stays short."""
 SUMMARY_TOKENS = 160
 """Output cap of the server's summaries (``extra_body.max_tokens``)."""
 

@@ -37,6 +37,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pat
         results = run(
             pairs=[(0.01, 0.01), (0.02, 0.01)],
             systems=SYSTEMS,
+            small_pairs=[(0.01, 0.01)],
             transcripts=1,
             quick=True,
             out_dir=out,
@@ -60,7 +61,7 @@ def test_every_available_system_compacts_once_and_finishes(
 
     results, _ = smoke
     for row in results["pause"]["pairs"]:
-        assert {"L", "M", "goal_s", "systems"} <= set(row)
+        assert {"L", "M", "window", "goal_s", "systems"} <= set(row)
         for system, r in row["systems"].items():
             if r is None:  # the prepare columns, on a package without the flag
                 assert system.endswith("_prepare") and not PREPARE_SUPPORTED
