@@ -215,6 +215,7 @@ def run_system(
         return None
     config: Any = {"configurable": {"thread_id": f"pause-{system}"}, "recursion_limit": 200}
     events: dict[str, int] = {}
+    reported: list[float] = []  # the package's own pause_seconds, where it reports one
     final: Any = None
     inputs = {"messages": [task_message(task, brief_lines=brief_lines)]}
 
@@ -223,8 +224,11 @@ def run_system(
         if mode == "values":
             final = chunk
         elif isinstance(chunk, dict) and isinstance(chunk.get(EVENT_KEY), dict):
-            name = str(chunk[EVENT_KEY].get("event"))
+            event = chunk[EVENT_KEY]
+            name = str(event.get("event"))
             events[name] = events.get(name, 0) + 1
+            if name == "compaction" and isinstance(event.get("pause_seconds"), (int, float)):
+                reported.append(round(float(event["pause_seconds"]), 4))
 
     async def astream() -> None:
         async for mode, chunk in agent.astream(inputs, config, stream_mode=["values", "custom"]):
@@ -241,7 +245,12 @@ def run_system(
     text = messages[-1].text if messages else ""
     out = measure(timeline, model_latency=model_latency, wall=wall)
     verdict = task.check(text)
-    out.update(events=events, finished=verdict.ok, verdict=verdict.reason)
+    out.update(
+        events=events,
+        reported_pause_s=reported,
+        finished=verdict.ok,
+        verdict=verdict.reason,
+    )
     return out
 
 
