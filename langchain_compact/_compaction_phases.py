@@ -74,7 +74,6 @@ __all__ = [
     "compaction_steps",
     "plan_compaction",
     "restore_originals",
-    "room_bound",
     "summarizer_input",
 ]
 
@@ -346,33 +345,6 @@ def make_room(draft: _Draft) -> Generator[Op, Outcome, None]:
         draft.bound = max(
             MIN_SUMMARY_TOKENS, min(draft.bound, int(draft.left * SUMMARY_ROOM_SHARE))
         )
-
-
-def room_bound(
-    messages: Sequence[BaseMessage],
-    head: list[BaseMessage],
-    tail: list[BaseMessage],
-    config: CompactionConfig,
-    counter: TokenCounter,
-    tools: Sequence[Any] | None,
-) -> int:
-    """The summary bound a compaction keeping ``head`` and ``tail`` would use (the room
-    beside them, as :func:`make_room` sizes it, without slimming anything)."""
-    draft = _Draft(
-        config=config,
-        archive=None,
-        thread_id="",
-        counter=counter,
-        extra=approximate_tokens([], tools=tools) if tools else 0,
-        head=head,
-        tail=tail,
-        bound=summary_bound(config),
-    )
-    draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
-    left = draft.room()
-    if left is None:
-        return draft.bound
-    return max(MIN_SUMMARY_TOKENS, min(draft.bound, int(left * SUMMARY_ROOM_SHARE)))
 
 
 # --------------------------------------------------------------------------- 5. summary

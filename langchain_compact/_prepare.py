@@ -25,7 +25,6 @@ from langchain_compact._compaction_phases import (
     Plan,
     plan_compaction,
     restore_originals,
-    room_bound,
     summarizer_input,
 )
 from langchain_compact._ops import (
@@ -156,7 +155,6 @@ def prepare_steps(
     archive: TranscriptArchive | None,
     thread_id: str,
     counter: TokenCounter,
-    tools: Sequence[Any] | None = None,
 ) -> Generator[Op, Outcome, Prepared | None]:
     """Summarise the span a compaction of ``messages`` would take now (sans-IO).
 
@@ -174,10 +172,7 @@ def prepare_steps(
     if plan is None:
         return None
     span = maybe_redact(plan.span, config.redactor)
-    # Sized as the compaction at the trigger will size it: the room beside what it keeps
-    # (the tail by then holds about one more turn; the newest one stands in for it).
-    tail = [*plan.tail, *messages[len(messages) - TURN_MESSAGES :]]
-    bound = room_bound(messages, plan.head, tail, config, counter, tools)
+    bound = summary_bound(config)
     fit = config.fit_tokens
     budget = 0 if fit is None else max(0, fit - counter(span) - bound)
     if archive is None:

@@ -141,10 +141,10 @@ class CompactionConfig:
     and for custom summarizers (pass ``True``); ``True`` / ``False`` force it."""
 
     prepare_ratio: float = DEFAULT_PREPARE_RATIO
-    """Where preparing starts, as a share of the window (default 0.6, 80% of the default
-    trigger; capped at 0.8 of ``trigger_ratio``). Later leaves less time and risks a jump
-    past the trigger in one turn; earlier summarises a span the trigger takes more on top
-    of (those messages stay in the kept tail, or get a short incremental summary)."""
+    """No summary is prepared below this share of the window (default 0.6, 80% of the default
+    trigger). Past it, one is prepared when the next turn, growing as the newest one did,
+    will likely end in a full compaction: just in time, so a run that ends first or that
+    clearing keeps under the trigger wastes no summarizer call."""
 
     reply_reserve_tokens: int | None = None
     """Tokens kept free for the model's reply. A call "fits" when the context is at most
@@ -293,9 +293,14 @@ class CompactionConfig:
         return self._tokens(min(self.micro_target_ratio, gate * 0.6))
 
     @property
+    def fold_tokens(self) -> int | None:
+        """Cleared originals (tokens) since the last compaction that force one to fold them."""
+        return self._tokens(self.fold_ratio)
+
+    @property
     def prepare_tokens(self) -> int | None:
-        """Context size past which a summary is prepared (at most 0.8 of the trigger)."""
-        return self._tokens(min(self.prepare_ratio, 0.8 * self.trigger_ratio))
+        """Context size below which no summary is prepared (never above the trigger)."""
+        return self._tokens(min(self.prepare_ratio, self.trigger_ratio))
 
     def _tokens(self, ratio: float) -> int | None:
         return None if self.context_window is None else int(self.context_window * ratio)

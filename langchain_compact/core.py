@@ -48,12 +48,14 @@ from langchain_compact.compaction import (
     acompact_history,
     compact_history,
     decide,
+    effective_trigger,
+    removed_since_boundary,
     stop_message,
 )
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.markers import EVENT_KEY, get_meta
-from langchain_compact.microcompact import micro_compact_with_count
+from langchain_compact.microcompact import clear_tool_results, micro_compact_with_count
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
 
@@ -67,6 +69,9 @@ logger = logging.getLogger("langchain_compact")
 
 DEFAULT_THREAD_ID = "default"
 """Archive thread of a run whose config has no ``configurable.thread_id``."""
+
+PREPARE_TURNS_AHEAD = 1
+"""A summary is prepared when this many turns like the newest one could reach the trigger."""
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -290,6 +295,8 @@ class Compactor:
             return False
         if decision.tokens < start:
             return False
+        if not self._compaction_ahead(messages, decision.tokens):
+            return False
         plan = plan_compaction(messages, self.config)
         if plan is None:
             return False
@@ -308,6 +315,40 @@ class Compactor:
             return covers == 0
         return True
 
+    def _compaction_ahead(self, messages: Sequence[BaseMessage], tokens: int) -> bool:
+        """Whether the next turn, growing as the newest one did, will likely end in a full
+        compaction: micro-compaction could not bring it under the trigger, or the results
+        it would clear fold into a compaction. Preparing only then (just in time) wastes
+        no summary on a run that ends first or that clearing keeps under the trigger."""
+        cfg = self.config
+        newest = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)),
+            len(messages),
+        )
+        ahead = tokens + PREPARE_TURNS_AHEAD * self.counter(messages[newest:])
+        trigger = effective_trigger(messages, cfg)
+        gate = min(cfg.micro_trigger_tokens or trigger, trigger)
+        if ahead < gate:
+            return False  # nothing is cleared or compacted on the next turn
+        cleared = clear_tool_results(
+            messages,
+            keep=cfg.micro_keep,
+            min_chars=cfg.micro_min_chars,
+            exclude_tools=cfg.micro_exclude_tools,
+            archived=self.archive is not None,
+            counter=self.counter,
+        )
+        freeable = sum(
+            int(get_meta(b).get("saved_tokens", 0))
+            for a, b in zip(messages, cleared, strict=True)
+            if a is not b
+        )
+        if ahead - freeable >= trigger:
+            return True  # clearing cannot get under the trigger
+        freed = min(freeable, max(0, ahead - (cfg.micro_target_tokens or 0)))
+        fold = cfg.fold_tokens
+        return fold is not None and removed_since_boundary(messages) + freed >= fold
+
     def prepare_steps(
         self, messages: Sequence[BaseMessage], thread_id: str
     ) -> Generator[Op, Outcome, Prepared | None]:
@@ -319,7 +360,6 @@ class Compactor:
             archive=self.archive,
             thread_id=thread_id,
             counter=self.counter,
-            tools=self.tools,
         )
 
     def _prepared(self, record: Prepared | None, started: float) -> Prepared | None:

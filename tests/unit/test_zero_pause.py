@@ -386,3 +386,33 @@ def test_a_summary_prepared_one_turn_ahead_is_exactly_the_span_of_the_next_trigg
     result = core.compact([*history, *_history(11)[21:]], "t", prepared=prepared.as_dict())
     assert result.prepared == "used" and len(model.calls) == calls  # a swap, no model call
     assert [m.id for m in result.compacted] == prepared.span_ids
+
+
+def _big_history(turns: int, chars: int) -> list[BaseMessage]:
+    out: list[BaseMessage] = [HumanMessage("Task: read the files and report.", id="task")]
+    for i in range(turns):
+        call = {"name": "read", "args": {"i": i}, "id": f"c{i}"}
+        out.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
+        out.append(ToolMessage("x " * (chars // 2), tool_call_id=f"c{i}", name="read", id=f"r{i}"))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("exclude", "due"),
+    [
+        ((), False),  # clearing the read results will keep the next turn under the trigger
+        (("read",), True),  # nothing can be cleared: the next turn ends in a compaction
+    ],
+)
+def test_a_summary_is_prepared_only_when_the_next_turn_will_compact(
+    exclude: tuple[str, ...], due: bool
+) -> None:
+    config = CompactionConfig(context_window=WINDOW, micro_exclude_tools=exclude, prepare=True)
+    core = Compactor(config=config, summarizer=LLMSummarizer(FactKeeper()))
+    history = _big_history(9, 1000)  # about 2,600 tokens: past 0.6, one turn from 0.75
+    decision = core.decide(history)
+    assert decision.action == "continue" and decision.tokens >= (config.prepare_tokens or 0)
+    assert core.prepare_due(history, decision) is due
+    # far from the trigger nothing is prepared, whatever can be cleared
+    early = _big_history(4, 1000)
+    assert core.prepare_due(early, core.decide(early)) is False
