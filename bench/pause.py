@@ -418,7 +418,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}"
     )
-    parser.add_argument("--transcripts", type=int, default=8, help="transcripts to replay")
+    parser.add_argument(
+        "--transcripts", type=int, default=36, help="transcripts to replay (all 36)"
+    )
     parser.add_argument(
         "--quick", action="store_true", help="one window, short fidelity task (smoke run)"
     )
