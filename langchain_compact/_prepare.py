@@ -159,8 +159,10 @@ def prepare_steps(
     """Summarise the span a compaction of ``messages`` would take now (sans-IO).
 
     The summarizer reads what it would read at the trigger: the redacted span with the
-    archived originals of cleared results restored. One attempt, no fallback: a failure is
-    recorded (``failed``), and the compaction at the trigger retries the usual way.
+    archived originals of cleared results restored (without an archive, the span with its
+    read results cleared, as micro-compaction will have left it). One attempt, no fallback:
+    a failure is recorded (``failed``), and the compaction at the trigger retries the usual
+    way.
     Returns ``None`` when there is nothing to summarise.
     """
     # One turn ahead: the model call running beside this adds a turn (a call and its

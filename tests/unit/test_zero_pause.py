@@ -82,6 +82,20 @@ def _events(agent: Any, task: DependentTask) -> tuple[dict[str, Any], list[dict[
     return state, events
 
 
+async def _aevents(agent: Any, task: DependentTask) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    events, state = [], {}
+    async for mode, chunk in agent.astream(
+        {"messages": [HumanMessage(task.prompt(), id="task")]},
+        RUN,
+        stream_mode=["custom", "values"],
+    ):
+        if mode == "custom":
+            events.append(chunk[EVENT_KEY])
+        else:
+            state = chunk
+    return state, events
+
+
 # -- graph ------------------------------------------------------------------------------------
 
 
@@ -117,17 +131,7 @@ def test_preparing_keeps_the_same_facts_as_compacting_on_the_spot() -> None:
 async def test_the_async_graph_prepares_and_uses_the_summary() -> None:
     model = FactKeeper()
     agent, task = _graph(model)
-    events: list[dict[str, Any]] = []
-    state: dict[str, Any] = {}
-    async for mode, chunk in agent.astream(
-        {"messages": [HumanMessage(task.prompt(), id="task")]},
-        RUN,
-        stream_mode=["custom", "values"],
-    ):
-        if mode == "custom":
-            events.append(chunk[EVENT_KEY])
-        else:
-            state = chunk
+    state, events = await _aevents(agent, task)
     assert task.check(state["messages"][-1].text).ok
     assert any(e["event"] == "prepared_used" for e in events)
 
@@ -284,17 +288,7 @@ def test_the_middleware_prepares_during_the_model_call_and_uses_it() -> None:
 async def test_the_async_middleware_prepares_and_uses_it() -> None:
     model = FactKeeper()
     agent, task = _middleware_agent(model)
-    events: list[dict[str, Any]] = []
-    state: dict[str, Any] = {}
-    async for mode, chunk in agent.astream(
-        {"messages": [HumanMessage(task.prompt(), id="task")]},
-        RUN,
-        stream_mode=["custom", "values"],
-    ):
-        if mode == "custom":
-            events.append(chunk[EVENT_KEY])
-        else:
-            state = chunk
+    state, events = await _aevents(agent, task)
     assert task.check(state["messages"][-1].text).ok
     assert any(e["event"] == "prepared_used" for e in events)
 
