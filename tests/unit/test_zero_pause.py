@@ -403,10 +403,10 @@ def test_a_summary_is_prepared_only_when_the_next_turn_will_compact(
 ) -> None:
     config = CompactionConfig(context_window=WINDOW, micro_exclude_tools=exclude, prepare=True)
     core = Compactor(config=config, summarizer=LLMSummarizer(FactKeeper()))
-    history = _big_history(9, 1000)  # about 2,600 tokens: past 0.6, one turn from 0.75
+    history = _big_history(8, 1200)  # about 2,860 tokens: past 0.6, one turn from 0.75
     decision = core.decide(history)
     assert decision.action == "continue" and decision.tokens >= (config.prepare_tokens or 0)
     assert core.prepare_due(history, decision) is due
     # far from the trigger nothing is prepared, whatever can be cleared
-    early = _big_history(4, 1000)
+    early = _big_history(4, 1200)
     assert core.prepare_due(early, core.decide(early)) is False
