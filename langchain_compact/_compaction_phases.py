@@ -4,7 +4,7 @@
 writes and reads, summarizer calls; :mod:`langchain_compact._ops`) and
 :func:`langchain_compact.compaction.compact_history` drives it, sync or async:
 
-1. :func:`plan_compaction`: what stays verbatim (system messages, the pinned task, earlier
+1. :func:`~langchain_compact._compaction_plan.plan_compaction`: what stays verbatim (system messages, the pinned task, earlier
    summaries; the kept tail, cut so no tool-call batch is split) and the span to summarise.
 2. Archive the span (redacted first) before anything is replaced.
 3. :func:`measure_scale`: provider tokens per local token and fixed overhead, so local
@@ -22,19 +22,23 @@ writes and reads, summarizer calls; :mod:`langchain_compact._ops`) and
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
+from langchain_compact._compaction_plan import (
+    CompactionResult,
+    Plan,
+    restore_originals,
+    summarizer_input,
+    summary_message,
+)
 from langchain_compact._ops import (
     Op,
     Outcome,
-    ReadOp,
     archive_and_tag,
     archive_originals,
     summarize_steps,
@@ -42,12 +46,8 @@ from langchain_compact._ops import (
 )
 from langchain_compact._placeholders import merged_summary_header, summary_header
 from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
-from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
 from langchain_compact.markers import (
-    KIND_CLEARED,
-    KIND_PINNED_TASK,
     KIND_SUMMARY,
-    KIND_TRUNCATED,
     get_meta,
     kind_of,
     newest_boundary,
@@ -68,14 +68,7 @@ from langchain_compact.tokens import TokenCounter, approximate_tokens, calibrati
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = [
-    "CompactionResult",
-    "Plan",
-    "compaction_steps",
-    "plan_compaction",
-    "restore_originals",
-    "summarizer_input",
-]
+__all__ = ["compaction_steps", "slim_tail"]
 
 logger = logging.getLogger("langchain_compact")
 
@@ -96,82 +89,6 @@ SLIM_WHEN_ROOM_BELOW = 0.5
 MAX_OVERHEAD_SHARE = 0.25
 
 Steps = Generator[Op, Outcome, "CompactionResult"]
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionResult:
-    """What one call of :func:`~langchain_compact.compaction.compact_history` did.
-
-    ``summary is None`` means nothing was compacted (see ``reason``) and ``messages`` is the
-    input unchanged.
-    """
-
-    messages: list[BaseMessage]
-    """The new full history."""
-    summary: BaseMessage | None
-    """The new summary message (also the boundary marker), or ``None``."""
-    tokens_before: int
-    tokens_after: int
-    archive_ref: str | None = None
-    """Reference of the archive record holding the compacted originals."""
-    compacted: list[BaseMessage] = field(default_factory=list)
-    """The span that was summarised, as it was in the input."""
-    removed_ids: list[str] = field(default_factory=list)
-    """Ids of input messages absent from the new history."""
-    summarizer: str = ""
-    """Which summarizer produced the summary (class name; ``"fallback:..."`` after a failure)."""
-    merged: int = 0
-    """How many earlier summaries were merged into one (summary budget exceeded)."""
-    errors: tuple[str, ...] = ()
-    """Summarizer failures that were recovered from."""
-    reason: str = ""
-    prepared: str = ""
-    """How a summary prepared before the trigger was used (``"used"``, ``"used, N newer
-    messages kept"``, ``"used + incremental summary of N"``) or why it was discarded
-    (``"discarded: ..."``); empty when none was offered."""
-
-
-# --------------------------------------------------------------------------- 1. the plan
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """How a compaction splits the history."""
-
-    head: list[BaseMessage]
-    """System messages, the pinned task, earlier summaries: kept verbatim."""
-    span: list[BaseMessage]
-    """What the new summary replaces."""
-    tail: list[BaseMessage]
-    """The newest messages, kept (``keep_last_n``, never splitting a tool-call batch)."""
-
-
-def plan_compaction(messages: Sequence[BaseMessage], config: CompactionConfig) -> Plan | None:
-    """Split ``messages`` into head, span and tail; ``None`` when the span would be empty."""
-    n = len(messages)
-    b = last_boundary_index(messages)
-    if b >= 0:
-        head = list(messages[: b + 1])
-        start = b + 1
-        task_i = -1
-    else:
-        start = 0
-        while start < n and isinstance(messages[start], SystemMessage):
-            start += 1
-        head = list(messages[:start])
-        task_i = original_task_index(messages) if config.pin_original_task else -1
-    cut = find_safe_cut(messages, max(start, n - config.keep_last_n))
-    if task_i >= cut:
-        task_i = -1
-    span = [m for i, m in enumerate(messages[start:cut], start) if i != task_i]
-    if not span:
-        return None
-    if task_i >= 0:
-        task = messages[task_i]
-        head.append(
-            task if kind_of(task) == KIND_PINNED_TASK else with_meta(task, kind=KIND_PINNED_TASK)
-        )
-    return Plan(head=head, span=span, tail=list(messages[cut:]))
 
 
 # --------------------------------------------------------------------------- the draft
@@ -350,46 +267,6 @@ def make_room(draft: _Draft) -> Generator[Op, Outcome, None]:
 # --------------------------------------------------------------------------- 5. summary
 
 
-def restore_originals(
-    span: list[BaseMessage],
-    archive: TranscriptArchive | None,
-    thread_id: str,
-    budget: int,
-    counter: TokenCounter,
-) -> Generator[Op, Outcome, list[BaseMessage]]:
-    """The span as the summarizer should read it: cleared and cut results replaced by their
-    archived originals (newest first, within ``budget`` extra tokens), so facts that only
-    tool results held reach the summary instead of vanishing with the placeholders."""
-    refs: dict[str, None] = {}
-    for m in span:
-        meta = get_meta(m)
-        if meta.get("kind") in (KIND_CLEARED, KIND_TRUNCATED) and meta.get("archive_ref"):
-            refs.setdefault(str(meta["archive_ref"]), None)
-    if archive is None or not refs:
-        return span
-    originals: dict[str, BaseMessage] = {}
-    for ref in refs:
-        outcome = yield ReadOp(archive, ref, thread_id)
-        if outcome.error is not None:
-            logger.warning("could not read archived originals %s: %s", ref, outcome.error)
-            continue
-        for original in outcome.value:
-            if original.id is not None:
-                originals.setdefault(original.id, original)
-    out = list(span)
-    for i in range(len(span) - 1, -1, -1):
-        m = span[i]
-        original = originals.get(m.id or "")
-        if original is None or type(original) is not type(m):
-            continue
-        extra = counter([original]) - counter([m])
-        if extra > budget:
-            continue
-        out[i] = original
-        budget -= extra
-    return out
-
-
 def summarize_span(
     draft: _Draft,
     span: list[BaseMessage],
@@ -438,39 +315,6 @@ def summarize_span(
     draft.body = header + text
     if draft.supplement:
         draft.body += "\n\n" + draft.supplement
-
-
-def summarizer_input(
-    summarizer: Summarizer,
-    head: list[BaseMessage],
-    span: list[BaseMessage],
-    restored: list[BaseMessage],
-) -> list[BaseMessage]:
-    """What the summarizer reads: the span with archived originals restored; for a fork
-    summarizer (``fork=True``: the agent's own model, prefix-cached) the head and the span
-    exactly as the agent last sent them, so the provider's prompt cache serves the request
-    up to the summary instructions."""
-    if getattr(summarizer, "fork", False) is True:
-        return [*head, *span]
-    return restored
-
-
-def _digest(messages: Sequence[BaseMessage]) -> str:
-    h = hashlib.sha256()
-    for m in messages:
-        h.update(f"{m.id}|{m.type}|".encode())
-        if kind_of(m) == KIND_SUMMARY:
-            continue  # its id already digests its span; its text quotes time-stamped refs
-        h.update(json.dumps(m.content, sort_keys=True, default=str).encode())
-    return h.hexdigest()[:16]
-
-
-def summary_message(
-    text: str, config: CompactionConfig, span: Sequence[BaseMessage], **meta: Any
-) -> BaseMessage:
-    """A summary message (the boundary marker); its id digests the span it replaces."""
-    cls = SystemMessage if config.summary_role == "system" else HumanMessage
-    return with_meta(cls(text, id=f"lc-compact-summary-{_digest(span)}"), kind=KIND_SUMMARY, **meta)
 
 
 # --------------------------------------------------------------------------- 6. merge

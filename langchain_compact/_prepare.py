@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langchain_compact._compaction_phases import (
+from langchain_compact._compaction_plan import (
     Plan,
     plan_compaction,
     restore_originals,

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langchain_compact._compaction_phases import CompactionResult, compaction_steps, plan_compaction
+from langchain_compact._compaction_phases import compaction_steps
+from langchain_compact._compaction_plan import CompactionResult, plan_compaction
 from langchain_compact._ops import Op, Outcome, adrive, drive
 from langchain_compact._prepare import Prepared, use_prepared
 from langchain_compact._scan import HistoryFacts, history_facts, holding

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langchain_compact._compaction_phases import plan_compaction
+from langchain_compact._compaction_plan import plan_compaction
 from langchain_compact._ops import Op, Outcome, adrive, archive_and_tag, drive
 from langchain_compact._prepare import (
     Prepared,
