@@ -4,8 +4,9 @@
 writes and reads, summarizer calls; :mod:`langchain_compact._ops`) and
 :func:`langchain_compact.compaction.compact_history` drives it, sync or async:
 
-1. :func:`~langchain_compact._compaction_plan.plan_compaction`: what stays verbatim (system messages, the pinned task, earlier
-   summaries; the kept tail, cut so no tool-call batch is split) and the span to summarise.
+1. :func:`~langchain_compact._compaction_plan.plan_compaction`: what stays verbatim
+   (system messages, the pinned task, earlier summaries; the kept tail, cut so no
+   tool-call batch is split) and the span to summarise.
 2. Archive the span (redacted first) before anything is replaced.
 3. :func:`measure_scale`: provider tokens per local token and fixed overhead, so local
    counts after the compaction speak the provider's units.

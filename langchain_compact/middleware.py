@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import logging
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from langchain_compact.memory import CompactionMemory
 
 __all__ = ["CompactionAgentState", "CompactionMiddleware"]
+
+logger = logging.getLogger("langchain_compact")
 
 Update = dict[str, Any]
 
@@ -190,7 +193,11 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             job = self._jobs.pop(thread_id_of(_run_config(runtime)), None)
         if job is None:
             return None
-        return self._collected(job.result())
+        try:
+            return self._collected(job.result())
+        except Exception as exc:  # the trigger compacts on the spot instead
+            logger.warning("preparing a summary failed (%s); the trigger will compact", exc)
+            return None
 
     async def aafter_model(
         self, state: CompactionAgentState, runtime: Runtime[Any]
@@ -199,7 +206,11 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         task = self._tasks.pop(thread_id_of(_run_config(runtime)), None)
         if task is None:
             return None
-        return self._collected(await task)
+        try:
+            return self._collected(await task)
+        except Exception as exc:  # the trigger compacts on the spot instead
+            logger.warning("preparing a summary failed (%s); the trigger will compact", exc)
+            return None
 
     # ------------------------------------------------------------------ preparing
 
@@ -214,7 +225,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         def work() -> None:
             try:
                 future.set_result(context.run(self.core.prepare, messages, thread_id))
-            except BaseException as exc:  # handed to after_model, which drops it
+            except BaseException as exc:  # handed to after_model, which logs and drops it
                 future.set_exception(exc)
 
         with self._lock:

@@ -410,3 +410,17 @@ def test_a_summary_is_prepared_only_when_the_next_turn_will_compact(
     # far from the trigger nothing is prepared, whatever can be cleared
     early = _big_history(4, 1200)
     assert core.prepare_due(early, core.decide(early)) is False
+
+
+def test_a_prepare_that_raises_in_the_middleware_leaves_the_run_to_compact_on_the_spot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(self: Compactor, messages: Any, thread_id: str) -> Any:
+        raise RuntimeError("the store went away")
+
+    monkeypatch.setattr(Compactor, "prepare", broken)
+    agent, task = _middleware_agent(FactKeeper())
+    state, events = _events(agent, task)
+    assert task.check(state["messages"][-1].text).ok
+    compactions = [e for e in events if e["event"] == "compaction"]
+    assert compactions and all(e["prepared"] == "" for e in compactions)
