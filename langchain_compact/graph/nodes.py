@@ -189,14 +189,26 @@ class CompactionNodes:
 
     def prepare(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node (parallel to the model call): summarise the span a compaction would take
-        now and keep it in state for the compaction at the trigger; messages untouched."""
-        record = self.core.prepare(self._messages(state), thread_id_of(config))
+        now and keep it in state for the compaction at the trigger; messages untouched. A
+        failure never fails the run: the trigger then compacts on the spot."""
+        try:
+            record = self.core.prepare(self._messages(state), thread_id_of(config))
+        except Exception as exc:
+            return self._prepare_failed(exc)
         return {"prepared_summary": record.as_dict() if record is not None else None}
 
     async def aprepare(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`prepare`."""
-        record = await self.core.aprepare(self._messages(state), thread_id_of(config))
+        try:
+            record = await self.core.aprepare(self._messages(state), thread_id_of(config))
+        except Exception as exc:
+            return self._prepare_failed(exc)
         return {"prepared_summary": record.as_dict() if record is not None else None}
+
+    @staticmethod
+    def _prepare_failed(exc: Exception) -> dict[str, Any]:
+        logger.warning("preparing a summary failed (%s); the trigger will compact", exc)
+        return {"prepared_summary": None}
 
     # ------------------------------------------------------------------ summarize
 

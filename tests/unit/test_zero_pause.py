@@ -424,3 +424,16 @@ def test_a_prepare_that_raises_in_the_middleware_leaves_the_run_to_compact_on_th
     assert task.check(state["messages"][-1].text).ok
     compactions = [e for e in events if e["event"] == "compaction"]
     assert compactions and all(e["prepared"] == "" for e in compactions)
+
+
+def test_a_prepare_node_that_raises_does_not_fail_the_graph_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(self: Compactor, messages: Any, thread_id: str) -> Any:
+        raise RuntimeError("the store went away")
+
+    monkeypatch.setattr(Compactor, "prepare", broken)
+    agent, task = _graph(FactKeeper())
+    state, events = _events(agent, task)
+    assert task.check(state["messages"][-1].text).ok
+    assert any(e["event"] == "compaction" for e in events)
