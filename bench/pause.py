@@ -56,7 +56,7 @@ from bench._pause_models import (
     compaction_config,
     timed_tools,
 )
-from bench.pause_replay import fidelity, replay_tokens
+from bench.pause_replay import fidelity, fork_cache_share, replay_tokens
 from bench.pause_report import markdown
 from langchain_compact.demo import DependentTask
 from langchain_compact.markers import EVENT_KEY
@@ -394,6 +394,7 @@ def run(
         ),
         "replay_tokens": replay_tokens(limit=transcripts, windows=windows),
         "fidelity": fidelity(windows=windows, steps=6 if quick else 14),
+        "fork_cache": fork_cache_share(limit=transcripts, windows=windows),
     }
     results["seconds"] = round(time.perf_counter() - t0, 1)
     if out_dir is not None:

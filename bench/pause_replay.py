@@ -24,12 +24,18 @@ from langchain_compact.graph import CompactionState, add_compaction, create_comp
 from langchain_compact.markers import EVENT_KEY
 from langchain_compact.summarizers import LLMSummarizer
 
-__all__ = ["fidelity", "replay_graph", "replay_tokens", "select_transcripts"]
+__all__ = ["fidelity", "fork_cache_share", "replay_graph", "replay_tokens", "select_transcripts"]
 
 _PREPARE_EVENTS = ("summary_prepared", "prepared_used", "prepared_discarded", "compaction")
 
 
-def replay_graph(messages: Sequence[BaseMessage], truth: TruthCounter, **wiring: Any) -> Any:
+def replay_graph(
+    messages: Sequence[BaseMessage],
+    truth: TruthCounter,
+    *,
+    on_agent: Any = None,
+    **wiring: Any,
+) -> Any:
     """A compiled graph that replays ``messages``: a ``feed`` node appends what arrived
     before each model call (user and tool messages), an ``agent`` node answers with the
     transcript's reply (usage computed from the state it was given, as a provider reports
@@ -43,6 +49,8 @@ def replay_graph(messages: Sequence[BaseMessage], truth: TruthCounter, **wiring:
         return {"messages": list(messages[start : points[k]])}
 
     def agent(state: dict[str, Any]) -> dict[str, Any]:
+        if on_agent is not None:  # what the model was sent
+            on_agent(list(state["messages"]))
         reply = messages[points[cursor["next"]]]
         cursor["next"] += 1
         return {"messages": [peers.with_usage(reply, list(state["messages"]), truth)]}
@@ -170,6 +178,86 @@ def replay_tokens(
             "ratio": ratio,
             "meets_goal": None if ratio is None else ratio <= 1.15,
         }
+    return out
+
+
+# --------------------------------------------------------------------------- cache parity
+
+
+def _shared_prefix(a: Sequence[BaseMessage], b: Sequence[BaseMessage]) -> int:
+    """Messages ``a`` and ``b`` share at the start (same role and content: what a provider's
+    prompt cache matches on)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if (x.type, x.content) != (y.type, y.content):
+            break
+        n += 1
+    return n
+
+
+def _fork_prefix(
+    messages: Sequence[BaseMessage], budget: Any, config: Any, truth: TruthCounter
+) -> tuple[int, int]:
+    """Tokens of the summarizer requests of one replay that repeat the start of the agent's
+    newest request before them, and all their tokens."""
+    seen: list[list[BaseMessage]] = []
+    requests: list[tuple[int, list[BaseMessage]]] = []
+    model = peers.make_summary_model(budget, truth)
+    original = type(model)._generate
+
+    def spy(self: Any, msgs: list[BaseMessage], *a: Any, **k: Any) -> Any:
+        requests.append((len(seen), list(msgs)))
+        return original(self, msgs, *a, **k)
+
+    object.__setattr__(model, "_generate", spy.__get__(model))
+    graph = replay_graph(
+        messages,
+        truth,
+        config=config,
+        summarizer=LLMSummarizer(model, fork=True),
+        archive=StoreArchive(InMemoryStore()),
+        on_agent=seen.append,
+    )
+    graph.invoke(
+        {"messages": []}, {"configurable": {"thread_id": "fork"}, "recursion_limit": 2_000}
+    )
+    shared = total = 0
+    for calls_before, request in requests:
+        last = seen[calls_before - 1] if calls_before else []
+        k = _shared_prefix(request, last)
+        shared += truth(request[:k]) if k else 0
+        total += truth(request)
+    return shared, total
+
+
+def fork_cache_share(
+    *, limit: int = 36, windows: Sequence[int] = (4_000, 8_000), truth: TruthCounter | None = None
+) -> dict[str, Any]:
+    """With ``LLMSummarizer(model, fork=True)`` (the agent's own model as summarizer): the
+    share of summarizer input tokens that repeat the start of the agent's newest request
+    (what a provider's prompt cache would serve), with and without preparing."""
+    truth = truth or TruthCounter()
+    out: dict[str, Any] = {"windows": {}}
+    for window in windows:
+        transcripts = select_transcripts(limit, window, truth)
+        row: dict[str, Any] = {"transcripts": len(transcripts)}
+        for label, prepare in (("without", False), ("with", True)):
+            budget = peers.Budget(window)
+            config = compaction_config(
+                prepare=prepare,
+                context_window=window,
+                trigger_ratio=budget.trigger_ratio,
+                summary_max_tokens=budget.summary_tokens,
+            )
+            if config is None:
+                row[label] = None
+                continue
+            shared = total = 0
+            for messages in transcripts.values():
+                got, of = _fork_prefix(messages, budget, config, truth)
+                shared, total = shared + got, total + of
+            row[label] = round(shared / total, 3) if total else None
+        out["windows"][str(window)] = row
     return out
 
 

@@ -158,6 +158,28 @@ def _fidelity_table(fid: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _fork_table(fork: dict[str, Any] | None) -> list[str]:
+    if not fork:
+        return []
+    lines = [
+        "## Cache parity of a fork summarizer",
+        "",
+        "`LLMSummarizer(model, fork=True)` (the agent's own model as summarizer): the share of "
+        "summarizer input tokens that repeat the start of the agent's newest request, which a "
+        "provider's prompt cache would serve. The rest is the summary instructions and what "
+        "changed since that request.",
+        "",
+        "| window | transcripts | without preparing | with preparing |",
+        "|---:|---:|---:|---:|",
+    ]
+    for window, row in fork["windows"].items():
+        lines.append(
+            f"| {int(window):,} | {row['transcripts']} | {_s(row.get('without'))} | "
+            f"{_s(row.get('with'))} |"
+        )
+    return [*lines, ""]
+
+
 def markdown(results: dict[str, Any]) -> str:
     """All three tables, with a line saying whether the preparing columns ran."""
     head = [
@@ -177,5 +199,6 @@ def markdown(results: dict[str, Any]) -> str:
         *_pause_table(results["pause"]),
         *_tokens_table(results["replay_tokens"]),
         *_fidelity_table(results["fidelity"]),
+        *_fork_table(results.get("fork_cache")),
     ]
     return "\n".join([*head, *body]) + "\n"
