@@ -150,8 +150,9 @@ class Compactor:
         self.tools = list(tools) if tools else None
         self.memory = memory
         self.verify_anchor = verify_anchor
-        # (length, first and last message objects, tokens) of the list the micro step left
-        self._count: tuple[int, int, int, int] | None = None
+        # (length, first and last message objects, tokens) of the list the micro step left;
+        # the objects themselves, so a hit is checked by identity (an id could be reused)
+        self._count: tuple[int, BaseMessage, BaseMessage, int] | None = None
         self.prepares = prepares(config, self.summarizer)
         """Whether summaries are prepared before the trigger (``config.prepare``, else on
         for an LLM summarizer)."""
@@ -168,7 +169,7 @@ class Compactor:
         """Keep the count the micro step made, for the decision on the same list (the graph
         runs them as a node and an edge; the middleware and LCEL in one call)."""
         if messages:
-            self._count = (len(messages), id(messages[0]), id(messages[-1]), tokens)
+            self._count = (len(messages), messages[0], messages[-1], tokens)
 
     def _counted(self, messages: Sequence[BaseMessage]) -> int | None:
         """The micro step's count when ``messages`` is the list it left (same length, same
@@ -177,7 +178,7 @@ class Compactor:
         if kept is None or not messages:
             return None
         n, first, last, tokens = kept
-        if n == len(messages) and first == id(messages[0]) and last == id(messages[-1]):
+        if n == len(messages) and first is messages[0] and last is messages[-1]:
             return tokens
         return None
 
