@@ -14,7 +14,7 @@ import concurrent.futures
 import contextvars
 import logging
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -30,6 +30,31 @@ if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
 logger = logging.getLogger("langchain_compact")
+
+
+T = TypeVar("T")
+
+
+def in_daemon_thread(
+    name: str, fn: Callable[..., T], *args: Any, **kwargs: Any
+) -> concurrent.futures.Future[T]:
+    """Run ``fn(*args, **kwargs)`` in a daemon thread; its result or exception lands in the
+    returned future. A daemon thread, so a call that hangs cannot keep the interpreter from
+    exiting (a ThreadPoolExecutor worker is joined at exit); in a copy of the caller's
+    context, so a model call keeps the graph's callbacks, tracing and tags."""
+    future: concurrent.futures.Future[T] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def call() -> None:
+        try:
+            result = context.run(fn, *args, **kwargs)
+        except BaseException as exc:  # handed to whoever reads the future, which decides
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    threading.Thread(target=call, name=name, daemon=True).start()
+    return future
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,24 +112,12 @@ class SummarizeOp:
                 return Outcome(text)
             except Exception as exc:
                 return Outcome(error=exc)
-        # A daemon thread, so a summarizer that hangs past its timeout cannot keep the
-        # interpreter from exiting (a ThreadPoolExecutor worker is joined at exit). The call
-        # runs in a copy of this context, so the model call keeps the graph's callbacks,
-        # tracing and tags.
-        future: concurrent.futures.Future[str] = concurrent.futures.Future()
-        context = contextvars.copy_context()
-
-        def call() -> None:
-            try:
-                result = context.run(
-                    self.summarizer.summarize, self.messages, max_tokens=self.max_tokens
-                )
-            except BaseException as exc:  # handed to the caller, which decides
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
-
-        threading.Thread(target=call, name="langchain-compact-summarizer", daemon=True).start()
+        future = in_daemon_thread(
+            "langchain-compact-summarizer",
+            self.summarizer.summarize,
+            self.messages,
+            max_tokens=self.max_tokens,
+        )
         try:
             return Outcome(future.result(timeout=self.timeout))
         except concurrent.futures.TimeoutError:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import hashlib
 import json
 import logging
@@ -26,7 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
-from langchain_compact._ops import Op, Outcome, adrive, drive
+from langchain_compact._ops import Op, Outcome, adrive, drive, in_daemon_thread
 from langchain_compact._prepare import boundary_key
 from langchain_compact.compaction import CompactionResult, Decision
 from langchain_compact.config import CompactionConfig
@@ -228,21 +227,13 @@ class MessageCompactor:
             record = running.result()
         if not self.core.prepare_due(msgs, decision, record):
             return
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        context = contextvars.copy_context()
-
-        def work() -> None:
-            try:
-                future.set_result(context.run(self.core.prepare, msgs, thread_id))
-            except BaseException as exc:  # read at the trigger, which compacts on the spot
-                future.set_exception(exc)
-
+        # A failure is read at the trigger, which then compacts on the spot.
+        future = in_daemon_thread("langchain-compact-prepare", self.core.prepare, msgs, thread_id)
         with self._lock:
             self._preparing[key] = future
             self._preparing.move_to_end(key)
             while len(self._preparing) > self.max_memo:
                 self._preparing.popitem(last=False)
-        threading.Thread(target=work, name="langchain-compact-prepare", daemon=True).start()
 
     def _take_prepared(self, msgs: list[BaseMessage], thread_id: str) -> Any:
         with self._lock:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import logging
 import threading
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "install it with: pip install 'langchain-compact[agents]'"
     ) from exc
 
+from langchain_compact._ops import in_daemon_thread
 from langchain_compact._prepare import Prepared
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import Compactor, thread_id_of
@@ -216,21 +216,14 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
 
     def _start(self, current: Update, config: RunnableConfig) -> None:
         """Prepare the summary in a daemon thread (in a copy of this context, so the
-        summarizer call keeps the run's callbacks and tags) while the model is called."""
-        messages = list(current["messages"])
+        summarizer call keeps the run's callbacks and tags) while the model is called; a
+        failure reaches after_model, which logs and drops it."""
         thread_id = thread_id_of(config)
-        future: concurrent.futures.Future[Prepared | None] = concurrent.futures.Future()
-        context = contextvars.copy_context()
-
-        def work() -> None:
-            try:
-                future.set_result(context.run(self.core.prepare, messages, thread_id))
-            except BaseException as exc:  # handed to after_model, which logs and drops it
-                future.set_exception(exc)
-
+        future = in_daemon_thread(
+            "langchain-compact-prepare", self.core.prepare, list(current["messages"]), thread_id
+        )
         with self._lock:
             self._jobs[thread_id] = future
-        threading.Thread(target=work, name="langchain-compact-prepare", daemon=True).start()
 
     @staticmethod
     def _collected(record: Prepared | None) -> dict[str, Any]:
