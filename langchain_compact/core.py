@@ -55,7 +55,11 @@ from langchain_compact.compaction import (
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.markers import EVENT_KEY, get_meta
-from langchain_compact.microcompact import clear_tool_results, micro_compact_with_count
+from langchain_compact.microcompact import (
+    clear_tool_results,
+    micro_compact_with_count,
+    unread_start,
+)
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
 
@@ -322,10 +326,8 @@ class Compactor:
         it would clear fold into a compaction. Preparing only then (just in time) wastes
         no summary on a run that ends first or that clearing keeps under the trigger."""
         cfg = self.config
-        newest = next(
-            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)),
-            len(messages),
-        )
+        start = unread_start(messages)  # the newest turn: its AIMessage and what followed
+        newest = start - 1 if start else len(messages)
         ahead = tokens + PREPARE_TURNS_AHEAD * self.counter(messages[newest:])
         trigger = effective_trigger(messages, cfg)
         gate = min(cfg.micro_trigger_tokens or trigger, trigger)
