@@ -101,9 +101,8 @@ def select_transcripts(
     return {k: over[k] for k in sorted(ranked[:limit])}
 
 
-def _replay_one(
-    messages: Sequence[BaseMessage], window: int, *, prepare: bool, truth: TruthCounter
-) -> dict[str, Any] | None:
+def _budget_config(window: int, prepare: bool) -> tuple[Any, Any]:
+    """The bench's budget at ``window`` and our config for it (``None`` without the flag)."""
     budget = peers.Budget(window)
     config = compaction_config(
         prepare=prepare,
@@ -111,6 +110,13 @@ def _replay_one(
         trigger_ratio=budget.trigger_ratio,
         summary_max_tokens=budget.summary_tokens,
     )
+    return budget, config
+
+
+def _replay_one(
+    messages: Sequence[BaseMessage], window: int, *, prepare: bool, truth: TruthCounter
+) -> dict[str, Any] | None:
+    budget, config = _budget_config(window, prepare)
     if config is None:
         return None
     model = peers.make_summary_model(budget, truth)
@@ -242,13 +248,7 @@ def fork_cache_share(
         transcripts = select_transcripts(limit, window, truth)
         row: dict[str, Any] = {"transcripts": len(transcripts)}
         for label, prepare in (("without", False), ("with", True)):
-            budget = peers.Budget(window)
-            config = compaction_config(
-                prepare=prepare,
-                context_window=window,
-                trigger_ratio=budget.trigger_ratio,
-                summary_max_tokens=budget.summary_tokens,
-            )
+            budget, config = _budget_config(window, prepare)
             if config is None:
                 row[label] = None
                 continue
