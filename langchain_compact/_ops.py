@@ -161,28 +161,27 @@ class ReadOp:
 
 
 Op = ArchiveOp | SummarizeOp | ReadOp
-R = TypeVar("R")
 
 
-def drive(steps: Generator[Op, Outcome, R]) -> R:
+def drive(steps: Generator[Op, Outcome, T]) -> T:
     """Run a sans-IO step generator to its result, doing each operation synchronously."""
     outcome: Outcome | None = None
     while True:
         try:
             op = steps.send(outcome) if outcome is not None else next(steps)
         except StopIteration as done:
-            return cast("R", done.value)
+            return cast("T", done.value)
         outcome = op.run()
 
 
-async def adrive(steps: Generator[Op, Outcome, R]) -> R:
+async def adrive(steps: Generator[Op, Outcome, T]) -> T:
     """Async twin of :func:`drive`: each operation is awaited."""
     outcome: Outcome | None = None
     while True:
         try:
             op = steps.send(outcome) if outcome is not None else next(steps)
         except StopIteration as done:
-            return cast("R", done.value)
+            return cast("T", done.value)
         outcome = await op.arun()
 
 
