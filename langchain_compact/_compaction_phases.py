@@ -46,7 +46,7 @@ from langchain_compact._ops import (
     summary_bound,
 )
 from langchain_compact._placeholders import merged_summary_header, summary_header
-from langchain_compact.config import DEFAULT_LARGE_TOOL_RESULT_CHARS, CompactionConfig
+from langchain_compact.config import CompactionConfig
 from langchain_compact.markers import (
     KIND_SUMMARY,
     get_meta,
@@ -64,7 +64,14 @@ from langchain_compact.microcompact import (
 )
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import Summarizer, dense_merge, fidelity_supplement
-from langchain_compact.tokens import TokenCounter, approximate_tokens, calibration
+from langchain_compact.tokens import (
+    RATIO_BOUNDS,
+    TiktokenCounter,
+    TokenCounter,
+    approximate_tokens,
+    calibration,
+    precise_counter,
+)
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -85,6 +92,8 @@ MIN_SUPPLEMENT_TOKENS = 32
 SUMMARY_ROOM_SHARE = 0.7
 #: A tail that leaves the summary less than this share of its bound is slimmed first.
 SLIM_WHEN_ROOM_BELOW = 0.5
+#: Characters per token when a token limit must be applied to text by length.
+CHARS_PER_TOKEN = 4
 #: Cap on the fixed overhead taken from a usage report (share of the window): an estimate
 #: that runs high stops runs whose next call would fit.
 MAX_OVERHEAD_SHARE = 0.25
@@ -115,6 +124,9 @@ class _Draft:
     used: str = ""
     errors: list[str] = field(default_factory=list)
     merged: int = 0
+    units: tuple[TokenCounter, int] | None = None
+    """The caller's counter and tool tokens, once the draft counts precisely (see
+    :func:`count_precisely`); ``None`` while it counts with the caller's counter."""
 
     def local(self, tokens: int | None) -> int | None:
         """A context size in the provider's tokens, as a local count."""
@@ -153,6 +165,10 @@ def measure_scale(
         b, _kept = newest_boundary(messages)
         previous = get_meta(messages[b]) if b >= 0 else {}
         measured = (float(previous.get("calibration", 1.0)), int(previous.get("overhead", 0)))
+    return _capped(measured, config)
+
+
+def _capped(measured: tuple[float, int], config: CompactionConfig) -> tuple[float, int]:
     scale, overhead = measured
     if config.context_window is not None:
         overhead = min(overhead, int(config.context_window * MAX_OVERHEAD_SHARE))
@@ -189,7 +205,9 @@ def slim_tail(
     # as user messages: cut the ones the model has read as well.
     read = unread_start(slim)
     size, unit = large_result_limit(config, counter)
-    max_chars = size if unit == "chars" else DEFAULT_LARGE_TOOL_RESULT_CHARS
+    max_chars = size if unit == "chars" else size * CHARS_PER_TOKEN
+    if keep == 0:  # the next call cannot fit: every long read observation is digested
+        max_chars = 0
     slim = (
         truncate_large_tool_results(
             slim[:read],
@@ -322,7 +340,7 @@ def summarize_span(
 
 
 def merge_summaries(
-    draft: _Draft, summarizer: Summarizer, index: int
+    draft: _Draft, summarizer: Summarizer, index: int, *, force: bool = False
 ) -> Generator[Op, Outcome, None]:
     """Over the summary budget (``summary_budget_ratio`` of the window, in the counter's own
     units): merge the earlier summaries into one (the only time a summary is summarised;
@@ -335,7 +353,9 @@ def merge_summaries(
     window = config.context_window
     body_tokens = draft.counter([HumanMessage(draft.body)])
     budget = int(config.summary_budget_ratio * (window or 0))
-    if not window or not earlier or draft.counter(earlier) + body_tokens <= budget:
+    if not window or not earlier or (draft.counter(earlier) + body_tokens <= budget and not force):
+        return
+    if force and len(earlier) < 2:
         return
     merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
     merge_ref = yield from archive_originals(
@@ -369,11 +389,47 @@ def merge_summaries(
 # --------------------------------------------------------------------------- 7. fit
 
 
-def fit_next_call(draft: _Draft) -> Generator[Op, Outcome, None]:
-    """Slim the tail when the result is over the trigger; when the next call would not fit,
-    every read result in the tail goes, then the new summary's supplement, and as the last
-    resort unread results are digested, largest first."""
+def count_precisely(
+    draft: _Draft, messages: Sequence[BaseMessage], tools: Sequence[Any] | None
+) -> None:
+    """Recount the draft with tiktoken, calibrated on the same usage report as before.
+
+    Called only when the estimate says the compacted history is past the trigger, where it
+    decides whether the tail is slimmed, unread results are digested or the run stops. A
+    character-based count errs by content type, so a scale measured on the whole history
+    can run 10% high once the compaction has removed the content that pulled it down (a
+    4,000-token window stopped at 3,507 real tokens, estimated 3,959). Skipped when the
+    caller counts with tiktoken already, when the encoding cannot be loaded here, or when
+    no usage report describes the history (nothing to calibrate against)."""
+    if draft.units is not None or isinstance(draft.counter, TiktokenCounter):
+        return
+    precise = precise_counter()
+    if precise is None:
+        return
+    measured = calibration(messages, counter=precise, tools=tools)
+    if measured is None:
+        return
+    draft.units = (draft.counter, draft.extra)
+    draft.counter = precise
+    draft.extra = precise.count_tools(tools) if tools else 0
+    draft.scale, draft.overhead = _capped(measured, draft.config)
+
+
+def fit_next_call(
+    draft: _Draft,
+    messages: Sequence[BaseMessage],
+    tools: Sequence[Any] | None,
+    summarizer: Summarizer,
+    index: int,
+) -> Generator[Op, Outcome, None]:
+    """Slim the tail when the result is over the trigger (counted precisely first); when
+    the next call would not fit, every read result in the tail goes, then the new summary's
+    supplement, then the earlier summaries are merged into one, and as the last resort
+    unread results are digested, largest first."""
     local_trigger = draft.local(draft.config.trigger_tokens)
+    if local_trigger is not None and draft.size() >= local_trigger:
+        count_precisely(draft, messages, tools)
+        local_trigger = draft.local(draft.config.trigger_tokens)
     if local_trigger is not None and draft.size() >= local_trigger:
         yield from _slim_draft_tail(draft)
     local_fit = draft.local(draft.config.fit_tokens)
@@ -382,6 +438,9 @@ def fit_next_call(draft: _Draft) -> Generator[Op, Outcome, None]:
     yield from _slim_draft_tail(draft, keep=0)
     if draft.size() > local_fit and draft.supplement:
         draft.body = draft.body[: len(draft.body) - len(draft.supplement) - 2]
+    if draft.size() > local_fit:
+        # Earlier summaries under their budget still carry a header each: one dense merge.
+        yield from merge_summaries(draft, summarizer, index, force=True)
     if draft.size() > local_fit:
         yield from _slim_draft_tail(draft, keep=0, unread_need=draft.size() - local_fit)
 
@@ -449,7 +508,7 @@ def compaction_steps(
         prepared_covers=prepared_covers,
     )
     yield from merge_summaries(draft, summarizer, index)
-    yield from fit_next_call(draft)
+    yield from fit_next_call(draft, messages, tools, summarizer, index)
     return finish(
         draft,
         messages,
@@ -496,6 +555,15 @@ def finish(
     }
     pending = [*draft.head, summary_message(draft.body, config, plan.span, **meta), *draft.tail]
     tokens_after = round((draft.counter(pending) + draft.extra) * draft.scale) + draft.overhead
+    if draft.units is not None:
+        # Counted precisely: store the scale that makes the caller's own counter give the
+        # same size for this history, so the counts after the boundary start from it.
+        counter, extra = draft.units
+        local = counter(pending) + extra
+        if local > 0:
+            low, high = RATIO_BOUNDS
+            ratio = max(0.0, tokens_after - draft.overhead) / local
+            meta["calibration"] = round(min(high, max(low, ratio)), 4)
     # The thrash guard counts compactions in a row, each within one model turn of the last,
     # that left the context over the trigger and no smaller than they found it: no
     # progress. One that frees room is progress even when the next large result fills a

@@ -40,6 +40,7 @@ __all__ = [
     "approximate_tokens",
     "calibration",
     "context_tokens",
+    "precise_counter",
     "provision_tiktoken_cache",
 ]
 
@@ -362,6 +363,35 @@ class TiktokenCounter:
 
     def __call__(self, messages: Sequence[BaseMessage]) -> int:
         return self._tools_tokens + self.count_messages(messages)
+
+
+_precise: list[TiktokenCounter | None] = []
+_precise_lock = threading.Lock()
+
+
+def precise_counter() -> TiktokenCounter | None:
+    """A process-wide tiktoken ``o200k_base`` counter for the few decisions that must be
+    precise (is a compacted history inside the fit limit?), or ``None`` when the encoding
+    cannot be loaded here (then the caller keeps its estimate; no warning, nothing raised).
+
+    A character-based count errs by content type (code, hex, prose, CJK), so one
+    usage-calibrated scale over a whole history runs several percent off once a compaction
+    has changed the mix; a BPE count calibrated on the same usage report follows the
+    provider's tokenizer much more closely (tests/unit/test_precise_count.py).
+    """
+    global _warned_fallback
+    if _precise:
+        return _precise[0]
+    with _precise_lock:
+        if not _precise:
+            counter = TiktokenCounter(encoding="o200k_base")
+            warned = _warned_fallback
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", TokenizerUnavailableWarning)
+                exact = counter.exact
+            _warned_fallback = warned  # a user's own TiktokenCounter still warns once
+            _precise.append(counter if exact else None)
+    return _precise[0]
 
 
 def context_tokens(

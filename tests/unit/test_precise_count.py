@@ -1,0 +1,102 @@
+"""A compacted history near the fit limit is counted precisely (issue 9: stop only when the
+next call cannot fit).
+
+The local count is character-based and errs by content type: here the removed tool results
+are hex dumps (tiktoken counts about twice the local estimate) and what stays is prose (about
+two thirds). One usage-calibrated scale over the whole history then puts the compacted
+history at more than twice its real size, and a run in a small window was stopped, or its
+unread result digested, with room to spare. Past the trigger the compaction recounts with
+tiktoken, calibrated on the same usage report.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+import langchain_compact._compaction_phases as phases
+from langchain_compact import CompactionConfig
+from langchain_compact.compaction import compact_history
+from langchain_compact.core import Compactor
+from langchain_compact.markers import KIND_SUMMARY, KIND_TRUNCATED, kind_of
+from langchain_compact.tokens import TiktokenCounter, context_tokens, precise_counter
+
+PROSE = "Policy: answer the user's question using the tools; report every value you read. " * 25
+
+
+def _hex(rng: random.Random, words: int) -> str:
+    return " ".join(
+        "".join(rng.choice("0123456789abcdef") for _ in range(32)) for _ in range(words)
+    )
+
+
+def _history() -> tuple[list[BaseMessage], TiktokenCounter]:
+    """Three hex dumps the model has read, a usage report that counted them exactly, and one
+    unread prose result."""
+    truth = precise_counter()
+    assert truth is not None, "the test extra installs bpe-openai (tiktoken files offline)"
+    rng = random.Random(7)
+    history: list[BaseMessage] = [SystemMessage(PROSE), HumanMessage("Decode the dumps.")]
+    for i in range(3):
+        history.append(
+            AIMessage("", tool_calls=[{"name": "dump", "args": {"i": i}, "id": f"c{i}"}])
+        )
+        history.append(ToolMessage(_hex(rng, 40), tool_call_id=f"c{i}"))
+    usage = {"input_tokens": truth(history), "output_tokens": 10, "total_tokens": 0}
+    history.append(
+        AIMessage("", tool_calls=[{"name": "note", "args": {}, "id": "c9"}], usage_metadata=usage)
+    )
+    history.append(ToolMessage(PROSE[:1500], tool_call_id="c9"))
+    for i, m in enumerate(history):
+        m.id = f"m{i}"
+    return history, truth
+
+
+def _without_precise_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(phases, "precise_counter", lambda: None)
+
+
+def test_estimate_after_compaction_follows_the_real_count() -> None:
+    history, truth = _history()
+    cfg = CompactionConfig(context_window=2200, keep_last_n=2)
+    result = compact_history(history, config=cfg)
+    real = truth(result.messages)
+    assert abs(result.tokens_after - real) <= 0.02 * real
+    # the counts after the boundary start from it (the stored calibration reproduces it)
+    assert context_tokens(result.messages) == result.tokens_after
+    assert [kind_of(m) for m in result.messages][-3:] == [KIND_SUMMARY, None, None]
+
+
+def test_without_the_precise_count_the_same_estimate_runs_far_high(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the test above guards against (and where a tokenizer cannot be loaded, what
+    the package falls back to, silently)."""
+    history, truth = _history()
+    _without_precise_count(monkeypatch)
+    cfg = CompactionConfig(context_window=2200, keep_last_n=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no tokenizer warning on the fallback path
+        result = compact_history(history, config=cfg)
+    assert result.tokens_after > 1.5 * truth(result.messages)
+
+
+def test_a_compacted_history_that_fits_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Window 1,900 (fit 1,805): the real size is under half of it. Counted precisely, the
+    run goes on with the unread result whole; with the character estimate alone the
+    compaction digested the unread result to make room that was there all along."""
+    history, truth = _history()
+    cfg = CompactionConfig(context_window=1900, keep_last_n=2)
+    core = Compactor(config=cfg)
+    result = compact_history(history, config=cfg)
+    assert core.after_compaction(result.messages) == "continue"
+    assert result.messages[-1].content == history[-1].content  # unread: whole
+    assert truth(result.messages) <= (cfg.fit_tokens or 0)
+
+    _without_precise_count(monkeypatch)
+    rough = compact_history(history, config=cfg)
+    assert kind_of(rough.messages[-1]) == KIND_TRUNCATED
+    assert rough.messages[-1].content != history[-1].content
