@@ -63,7 +63,12 @@ from langchain_compact.microcompact import (
     unread_start,
 )
 from langchain_compact.redaction import maybe_redact
-from langchain_compact.summarizers import Summarizer, dense_merge, fidelity_supplement
+from langchain_compact.summarizers import (
+    ExtractiveSummarizer,
+    Summarizer,
+    dense_merge,
+    fidelity_supplement,
+)
 from langchain_compact.tokens import (
     RATIO_BOUNDS,
     TiktokenCounter,
@@ -76,7 +81,7 @@ from langchain_compact.tokens import (
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["compaction_steps", "slim_tail"]
+__all__ = ["compaction_steps", "expected_bound", "slim_tail"]
 
 logger = logging.getLogger("langchain_compact")
 
@@ -283,6 +288,43 @@ def make_room(draft: _Draft) -> Generator[Op, Outcome, None]:
         )
 
 
+def expected_bound(
+    messages: Sequence[BaseMessage],
+    plan: Plan,
+    config: CompactionConfig,
+    counter: TokenCounter,
+    tools: Sequence[Any] | None,
+) -> int:
+    """The summary bound :func:`make_room` would give a compaction of ``messages`` by
+    ``plan`` (slimming the tail's older read results first when it would), for a summary
+    prepared ahead of the trigger: written to the bound the trigger allows, it neither
+    crowds the kept messages nor makes the next merge come sooner."""
+    draft = _Draft(
+        config=config,
+        archive=None,
+        thread_id="",
+        counter=counter,
+        extra=approximate_tokens([], tools=tools) if tools else 0,
+        head=plan.head,
+        tail=plan.tail,
+        bound=summary_bound(config),
+    )
+    draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
+    left = draft.room()
+    if left is not None and left < draft.bound * SLIM_WHEN_ROOM_BELOW:
+        draft.tail = clear_tool_results(
+            draft.tail,
+            keep=1,
+            min_chars=config.micro_min_chars,
+            exclude_tools=config.micro_exclude_tools,
+            counter=counter,
+        )
+        left = draft.room()
+    if left is None:
+        return draft.bound
+    return max(MIN_SUMMARY_TOKENS, min(draft.bound, int(left * SUMMARY_ROOM_SHARE)))
+
+
 # --------------------------------------------------------------------------- 5. summary
 
 
@@ -298,8 +340,8 @@ def summarize_span(
     """Summarise the span (originals of cleared results restored within the room left under
     the fit limit), then add a fidelity supplement for what the summary dropped.
 
-    With a prepared summary of ``span[:prepared_covers]`` only the rest is summarised (a
-    short incremental call; none when nothing is left)."""
+    With a prepared summary of ``span[:prepared_covers]`` only the rest is summarised, by
+    the local extractive summarizer (no model call at the trigger)."""
     fit = draft.config.fit_tokens
     restore_budget = 0 if fit is None else max(0, fit - draft.counter(span) - draft.bound)
     readable = yield from restore_originals(
@@ -314,14 +356,16 @@ def summarize_span(
         )
     else:
         text, draft.used, errors = prepared_text, f"{type(summarizer).__name__} (prepared)", []
-        rest = summarizer_input(
-            summarizer, draft.head, span[prepared_covers:], readable[prepared_covers:]
-        )
+        rest = readable[prepared_covers:]
         if rest:
+            # The turn or two since it was prepared: their key lines, locally. A model call
+            # here would be the very pause preparing removes, and a second summary of the
+            # same size; the next merge folds these lines in with the model.
             used = draft.counter([HumanMessage(prepared_text)])
-            bound = max(MIN_SUMMARY_TOKENS, draft.bound - used)
+            share = draft.counter(rest) / max(1, draft.counter(readable))
+            bound = max(MIN_SUMMARY_TOKENS, min(draft.bound - used, int(draft.bound * share)))
             more, more_used, errors = yield from summarize_steps(
-                summarizer, rest, draft.config, bound
+                ExtractiveSummarizer(), rest, draft.config, bound
             )
             text = f"{prepared_text}\n\nSince then:\n{more}"
             draft.used += f" + {more_used}"

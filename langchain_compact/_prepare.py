@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from langchain_compact._compaction_phases import expected_bound
 from langchain_compact._compaction_plan import (
     Plan,
     plan_compaction,
@@ -155,6 +156,7 @@ def prepare_steps(
     archive: TranscriptArchive | None,
     thread_id: str,
     counter: TokenCounter,
+    tools: Sequence[Any] | None = None,
 ) -> Generator[Op, Outcome, Prepared | None]:
     """Summarise the span a compaction of ``messages`` would take now (sans-IO).
 
@@ -174,7 +176,10 @@ def prepare_steps(
     if plan is None:
         return None
     span = maybe_redact(plan.span, config.redactor)
-    bound = summary_bound(config)
+    # The bound the trigger will allow: its kept tail will be the newest turn and the next
+    # one, which grows as the newest did (the trigger comes on the turns that grow most).
+    ahead_tail = Plan(head=plan.head, span=[], tail=[*plan.tail, *plan.tail])
+    bound = expected_bound(messages, ahead_tail, config, counter, tools)
     fit = config.fit_tokens
     budget = 0 if fit is None else max(0, fit - counter(span) - bound)
     if archive is None:
@@ -300,4 +305,4 @@ def use_prepared(
     if trigger is not None and start is not None and after <= (trigger + start) // 2:
         kept = Plan(head=plan.head, span=plan.span[:covers], tail=[*rest, *plan.tail])
         return Use(kept, prepared.text, covers, f"used, {len(rest)} newer messages kept")
-    return Use(plan, prepared.text, covers, f"used + incremental summary of {len(rest)}")
+    return Use(plan, prepared.text, covers, f"used + key lines of {len(rest)} newer messages")

@@ -363,6 +363,7 @@ class Compactor:
             archive=self.archive,
             thread_id=thread_id,
             counter=self.counter,
+            tools=self.tools,
         )
 
     def _prepared(self, record: Prepared | None, started: float) -> Prepared | None:

@@ -21,10 +21,14 @@ from langchain_compact import (
     MessageCompactor,
     create_compacting_agent,
 )
+from langchain_compact._compaction_phases import compaction_steps
+from langchain_compact._compaction_plan import plan_compaction
+from langchain_compact._ops import drive
 from langchain_compact._prepare import Prepared
 from langchain_compact.core import Compactor
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
 from langchain_compact.markers import EVENT_KEY, get_meta, kind_of
+from langchain_compact.tokens import approximate_tokens
 
 WINDOW = 4000
 RUN = {"configurable": {"thread_id": "t"}, "recursion_limit": 500}
@@ -174,10 +178,51 @@ def test_a_prepared_summary_covering_a_prefix_is_used_without_a_summarizer_call(
     assert prepared is not None and not prepared.failed
     calls = len(model.calls)
     result = core.compact([*history, *_history(12)[21:]], "t", prepared=prepared.as_dict())
-    assert result.prepared.startswith("used") and len(model.calls) in (calls, calls + 1)
-    if len(model.calls) == calls + 1:  # an incremental summary of the newer messages only
-        assert model.calls[-1] == [8, 9, 10] or set(model.calls[-1]) <= {8, 9, 10, 11}
-    assert "RESULT step=0 value=100" in result.summary.text  # type: ignore[union-attr]
+    assert result.prepared.startswith("used")
+    assert len(model.calls) == calls  # no model call at the trigger, whatever is left over
+    text = result.summary.text  # type: ignore[union-attr]
+    assert "RESULT step=0 value=100" in text
+    if "key lines" in result.prepared:  # the newer messages' facts, extracted locally
+        assert "Since then:" in text
+
+
+def test_the_messages_since_the_prepared_summary_are_folded_in_without_a_model_call() -> None:
+    """A trigger some turns after the summary was prepared, with the newer messages too large
+    to stay in the tail: their key lines are extracted locally (no model call at the
+    trigger, so no pause), after the prepared text."""
+    model = FactKeeper()
+    config = CompactionConfig(context_window=WINDOW, keep_last_n=4)
+    history = _history(12)
+    plan = plan_compaction(history, config)
+    assert plan is not None
+    covers = 10  # the prepared summary read steps 0-4
+    prepared = "\n".join(f"- RESULT step={k} value={100 + k}" for k in range(5))
+    result = drive(
+        compaction_steps(
+            history,
+            plan=plan,
+            summarizer=LLMSummarizer(model),
+            config=config,
+            archive=None,
+            thread_id="t",
+            counter=approximate_tokens,
+            tools=None,
+            tokens_before=approximate_tokens(history),
+            index=1,
+            turns_since=0,
+            refill_streak=0,
+            cause="trigger",
+            prepared_text=prepared,
+            prepared_covers=covers,
+            prepared_note="used + key lines",
+        )
+    )
+    assert model.calls == []
+    text = result.summary.text  # type: ignore[union-attr]
+    head, since = text.split("Since then:")
+    assert "RESULT step=4 value=104" in head
+    kept = {int(k) for k in re.findall(r"RESULT step=(\d+)", since)}
+    assert kept == set(range(5, 10))  # steps 10 and 11 are the kept tail
 
 
 @pytest.mark.parametrize(
