@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from langchain_compact._compaction_phases import expected_bound
 from langchain_compact._compaction_plan import (
     Plan,
     plan_compaction,
@@ -176,10 +175,7 @@ def prepare_steps(
     if plan is None:
         return None
     span = maybe_redact(plan.span, config.redactor)
-    # The bound the trigger will allow: its kept tail will be the newest turn and the next
-    # one, which grows as the newest did (the trigger comes on the turns that grow most).
-    ahead_tail = Plan(head=plan.head, span=[], tail=[*plan.tail, *plan.tail])
-    bound = expected_bound(messages, ahead_tail, config, counter, tools)
+    bound = summary_bound(config)
     fit = config.fit_tokens
     budget = 0 if fit is None else max(0, fit - counter(span) - bound)
     if archive is None:
