@@ -388,6 +388,10 @@ def _unwrapped(item: str, ctx: str) -> str:
     return ctx
 
 
+_PAIR = re.compile(r"([A-Za-z_][\w.-]*)\s*[=:]\s*(\d[\d.,]{3,}\d)")
+"""A ``key=value`` / ``key: value`` pair whose value is a number of five or more characters."""
+
+
 def fidelity_supplement(
     span: Sequence[BaseMessage],
     summary: str,
@@ -435,6 +439,16 @@ def fidelity_supplement(
         for item in salient_items(source):
             if item not in summary and item not in missing:
                 missing[item] = _unwrapped(item, context_of(item, source))
+    # A value is kept with its key: ``"previous": 674004`` in a later call's arguments does
+    # not say that step 7 produced it, so the fact line ``step=7 value=674004`` is missing.
+    pairs = set(_PAIR.findall(summary))
+    for source in sources:
+        for line in source.replace(" | ", "\n").splitlines():
+            if not is_key_fact(line):
+                continue
+            for key, value in _PAIR.findall(line):
+                if value not in missing and (key, value) not in pairs:
+                    missing[value] = _unwrapped(value, context_of(value, line))
     if not missing:
         return ""
     # Identifiers first (ticket ids, URLs, paths), plain numbers last: under a tight bound

@@ -186,3 +186,18 @@ def test_a_dense_merge_checks_facts_against_what_the_final_text_keeps() -> None:
     call = '- called run_step({"previous": 766457})'
     merged = dense_merge(summaries, call, 300, soft_tokens=40)
     assert "RESULT step=1 value=766457" in merged
+
+
+def test_a_value_counts_as_kept_only_with_its_key() -> None:
+    """``"previous": 674004`` in a later call does not say which step produced 674004: the
+    fact line ``RESULT step=7 value=674004`` comes back verbatim."""
+    span = [
+        ToolMessage("log ...\nRESULT step=7 value=674004", tool_call_id="c7"),
+        ToolMessage("log ...\nRESULT step=8 value=11968", tool_call_id="c8"),
+    ]
+    summary = '- called run_step({"step": 8, "previous": 674004})\n- RESULT step=8 value=11968'
+    supplement = fidelity_supplement(span, summary)
+    assert "RESULT step=7 value=674004" in supplement
+    assert "11968" not in supplement  # kept with its key
+    # the same value kept with its key is not repeated
+    assert fidelity_supplement(span, summary + "\n- RESULT step=7 value=674004") == ""
