@@ -37,6 +37,7 @@ from langchain_compact._compaction_plan import (
     summarizer_input,
     summary_message,
 )
+from langchain_compact._facts import condense_summary
 from langchain_compact._ops import (
     Op,
     Outcome,
@@ -322,6 +323,14 @@ def summarize_span(
             draft.bound,
         )
     else:
+        if draft.counter([HumanMessage(prepared_text)]) > draft.bound:
+            # Written at the full bound, before the room at the trigger was known: calls,
+            # prose and log lines go down to the room, key facts stay (within the full
+            # bound). A summary larger than the room leaves the history over the trigger,
+            # and the next turn compacts again.
+            prepared_text = condense_summary(
+                prepared_text, summary_bound(draft.config), soft_tokens=draft.bound
+            )
         text, draft.used, errors = prepared_text, f"{type(summarizer).__name__} (prepared)", []
         rest = readable[prepared_covers:]
         if rest:

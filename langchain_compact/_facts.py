@@ -196,6 +196,7 @@ _SALIENT_RE = re.compile(r"\d{3,}|\d[.,]\d|/[\w.\-]+/|\w\.\w{1,4}\b")
 def _rank(line: str) -> int:
     """0: constraints, the user's words, ticket-like ids and URLs; 1: ``key = value`` with
     data; 2: other lines with data; 3: calls, placeholder wording and prose."""
+    line = _unlabel(line)
     if _LOW_RE.search(line):
         return 3
     if CONSTRAINT_RE.search(line) or line.startswith(("user:", "[user]")):
@@ -221,11 +222,16 @@ def key_fact_text(text: str) -> str:
     return "\n".join(p for p in parts if p and _rank(p) <= 1)
 
 
+#: The label the extractive summarizer puts on a tool outcome: ``run_step [call_7]``.
+_CALL_LABEL_RE = re.compile(r"[\w.-]+ \[[\w.-]+\]")
+
+
 def _unlabel(line: str) -> str:
     """``line`` without a ``label: `` prefix that only repeats what follows (a supplement
     entry ``664579: RESULT value=664579``) or names the tool (``run_step: RESULT ...``)."""
     label, sep, rest = line.partition(": ")
-    if sep and rest and " " not in label and (label in rest or _EQ_RE.match(rest)):
+    tool_label = " " not in label or _CALL_LABEL_RE.fullmatch(label) is not None
+    if sep and rest and tool_label and (label in rest or _EQ_RE.match(rest)):
         return rest
     return line
 

@@ -201,3 +201,19 @@ def test_a_value_counts_as_kept_only_with_its_key() -> None:
     assert "11968" not in supplement  # kept with its key
     # the same value kept with its key is not repeated
     assert fidelity_supplement(span, summary + "\n- RESULT step=7 value=674004") == ""
+
+
+def test_a_tool_outcome_labelled_with_its_call_ranks_as_the_fact_it_holds() -> None:
+    """The extractive summarizer writes ``run_step [call_7]: RESULT step=7 value=674004``;
+    condensing must rank it as the ``key = value`` fact it is, not as a log line that goes
+    with the calls."""
+    text = (
+        "## Facts\n"
+        + "".join(f"- run_step [call_{k}]: RESULT step={k} value={700000 + k}\n" for k in range(6))
+        + "".join(f'- called run_step({{"step": {k}, "previous": {k}}})\n' for k in range(6))
+        + "- WARNING retry in src/ci/run.py:42\n"
+    )
+    soft = condense_summary(text, 500, soft_tokens=20)
+    for k in range(6):
+        assert f"RESULT step={k} value={700000 + k}" in soft
+    assert "called" not in soft and "WARNING" not in soft

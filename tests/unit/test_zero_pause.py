@@ -225,6 +225,43 @@ def test_the_messages_since_the_prepared_summary_are_folded_in_without_a_model_c
     assert kept == set(range(5, 10))  # steps 10 and 11 are the kept tail
 
 
+def test_a_prepared_summary_larger_than_the_room_is_condensed_to_its_key_facts() -> None:
+    """Written at the full bound before the room at the trigger was known: calls and log
+    lines go down to the room, every ``key = value`` fact stays."""
+    model = FactKeeper()
+    config = CompactionConfig(context_window=WINDOW, keep_last_n=4)
+    history = _history(12)
+    plan = plan_compaction(history, config)
+    assert plan is not None
+    facts = [f"- RESULT step={k} value={100 + k}" for k in range(10)]
+    noise = [
+        f'- called run_step({{"step": {k}}}) after a slow warm-up of the cache' for k in range(40)
+    ]
+    prepared = "\n".join([*facts, *noise])
+    kwargs: dict[str, Any] = {
+        "plan": plan,
+        "summarizer": LLMSummarizer(model),
+        "archive": None,
+        "thread_id": "t",
+        "counter": approximate_tokens,
+        "tools": None,
+        "tokens_before": approximate_tokens(history),
+        "index": 1,
+        "turns_since": 0,
+        "refill_streak": 0,
+        "cause": "trigger",
+        "prepared_covers": len(plan.span),
+    }
+    tight = CompactionConfig(context_window=WINDOW, keep_last_n=4, summary_budget_ratio=0.05)
+    result = drive(compaction_steps(history, config=tight, prepared_text=prepared, **kwargs))
+    text = result.summary.text  # type: ignore[union-attr]
+    assert model.calls == []
+    assert all(f.removeprefix("- ") in text for f in facts)
+    assert text.count("called run_step") < 40
+    roomy = drive(compaction_steps(history, config=config, prepared_text=prepared, **kwargs))
+    assert roomy.summary.text.count("called run_step") == 40  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
