@@ -82,7 +82,7 @@ from langchain_compact.tokens import (
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["compaction_steps", "slim_tail"]
+__all__ = ["compaction_steps", "expected_bound", "slim_tail"]
 
 logger = logging.getLogger("langchain_compact")
 
@@ -291,6 +291,42 @@ def make_room(draft: _Draft) -> Generator[Op, Outcome, None]:
         draft.bound = max(
             MIN_SUMMARY_TOKENS, min(draft.bound, int(draft.left * SUMMARY_ROOM_SHARE))
         )
+
+
+def expected_bound(
+    messages: Sequence[BaseMessage],
+    plan: Plan,
+    config: CompactionConfig,
+    counter: TokenCounter,
+    tools: Sequence[Any] | None,
+) -> int:
+    """The summary bound :func:`make_room` would give a compaction of ``messages`` by
+    ``plan`` (slimming the tail's older read results first when it would), for a summary
+    prepared before the trigger."""
+    draft = _Draft(
+        config=config,
+        archive=None,
+        thread_id="",
+        counter=counter,
+        extra=approximate_tokens([], tools=tools) if tools else 0,
+        head=plan.head,
+        tail=plan.tail,
+        bound=summary_bound(config),
+    )
+    draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
+    left = draft.room()
+    if left is not None and left < draft.bound * SLIM_WHEN_ROOM_BELOW:
+        draft.tail = clear_tool_results(
+            draft.tail,
+            keep=1,
+            min_chars=config.micro_min_chars,
+            exclude_tools=config.micro_exclude_tools,
+            counter=counter,
+        )
+        left = draft.room()
+    if left is None:
+        return draft.bound
+    return max(MIN_SUMMARY_TOKENS, min(draft.bound, int(left * SUMMARY_ROOM_SHARE)))
 
 
 # --------------------------------------------------------------------------- 5. summary

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
+from langchain_compact._compaction_phases import expected_bound
 from langchain_compact._compaction_plan import (
     Plan,
     plan_compaction,
@@ -175,7 +176,13 @@ def prepare_steps(
     if plan is None:
         return None
     span = maybe_redact(plan.span, config.redactor)
-    bound = summary_bound(config)
+    # The bound the room at the trigger will allow: its kept tail is the newest turn and
+    # the next one, which grows as the newest did. At least half the full bound: the turn
+    # that brings the trigger may grow less, and a summary written too tight loses facts no
+    # condensing can bring back (one condensed at the trigger keeps its key facts).
+    full = summary_bound(config)
+    at_trigger = Plan(head=plan.head, span=[], tail=[*plan.tail, *plan.tail])
+    bound = max(full // 2, expected_bound(messages, at_trigger, config, counter, tools))
     fit = config.fit_tokens
     budget = 0 if fit is None else max(0, fit - counter(span) - bound)
     if archive is None:

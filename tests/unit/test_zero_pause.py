@@ -23,7 +23,7 @@ from langchain_compact import (
 )
 from langchain_compact._compaction_phases import compaction_steps
 from langchain_compact._compaction_plan import plan_compaction
-from langchain_compact._ops import drive
+from langchain_compact._ops import drive, summary_bound
 from langchain_compact._prepare import Prepared
 from langchain_compact.core import Compactor
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
@@ -260,6 +260,27 @@ def test_a_prepared_summary_larger_than_the_room_is_condensed_to_its_key_facts()
     assert text.count("called run_step") < 40
     roomy = drive(compaction_steps(history, config=config, prepared_text=prepared, **kwargs))
     assert roomy.summary.text.count("called run_step") == 40  # type: ignore[union-attr]
+
+
+def test_a_summary_is_prepared_to_the_room_the_trigger_will_leave() -> None:
+    """In a window with room the prepared summary gets the full bound; where the kept tail
+    will crowd the window it is written tighter, but to no less than half the bound."""
+    padded = [
+        ToolMessage("log line\n" * 400 + m.text, tool_call_id=m.tool_call_id, id=m.id)
+        if isinstance(m, ToolMessage)
+        else m
+        for m in _history(8)
+    ]
+    roomy = Compactor(
+        config=CompactionConfig(context_window=128_000, keep_last_n=4),
+        summarizer=LLMSummarizer(FactKeeper()),
+    )
+    tight = _core(FactKeeper())
+    wide, narrow = roomy.prepare(padded, "t"), tight.prepare(padded, "t")
+    assert wide is not None and narrow is not None
+    assert wide.bound == summary_bound(roomy.config) == 2_000
+    full = summary_bound(tight.config)
+    assert full // 2 <= narrow.bound < full
 
 
 @pytest.mark.parametrize(
