@@ -479,9 +479,9 @@ def fit_next_call(
     index: int,
 ) -> Generator[Op, Outcome, None]:
     """Slim the tail when the result is over the trigger (counted precisely first); when
-    the next call would not fit, every read result in the tail goes, then the new summary's
-    supplement, then the earlier summaries are merged into one, and as the last resort
-    unread results are digested, largest first."""
+    the next call would not fit, every read result in the tail goes, then the earlier
+    summaries are merged into one, then the new summary's supplement goes, and as the last
+    resort unread results are digested, largest first."""
     local_trigger = draft.local(draft.config.trigger_tokens)
     if local_trigger is not None and draft.size() >= local_trigger:
         count_precisely(draft, messages, tools)
@@ -492,11 +492,16 @@ def fit_next_call(
     if local_fit is None or draft.size() <= local_fit:
         return
     yield from _slim_draft_tail(draft, keep=0)
+    if draft.size() > local_fit:
+        # Earlier summaries under their budget still carry a header each: one dense merge
+        # (their facts stay), before the new summary's supplement of facts goes. Kept only
+        # if it is smaller.
+        before, head, merged = draft.size(), draft.head, draft.merged
+        yield from merge_summaries(draft, summarizer, index, force=True)
+        if draft.size() >= before:
+            draft.head, draft.merged = head, merged
     if draft.size() > local_fit and draft.supplement:
         draft.body = draft.body[: len(draft.body) - len(draft.supplement) - 2]
-    if draft.size() > local_fit:
-        # Earlier summaries under their budget still carry a header each: one dense merge.
-        yield from merge_summaries(draft, summarizer, index, force=True)
     if draft.size() > local_fit:
         yield from _slim_draft_tail(draft, keep=0, unread_need=draft.size() - local_fit)
 

@@ -231,3 +231,26 @@ def test_lcel_refusal_ends_the_replay_as_a_stop() -> None:
     log = replay(adapter, [HumanMessage("task"), AIMessage("ok")], truth=truth, window=4000)
     assert log.stopped and "cannot fit" in log.stop_reason
     assert log.extra["stop_next_fits"] and not log.context
+
+
+@pytest.mark.parametrize("window", [4_000, 8_000])
+def test_the_values_only_tool_results_held_task_finishes_as_the_bench_runs_it(window: int) -> None:
+    """The bench's dependent task with each value only in its step's tool result (issue 9),
+    at its full size: 14 steps of 6,000 characters, usage in o200k tokens, the bench's
+    summary model. In the 4k window the compacted history sits at the fit limit; a
+    supplement dropped before the earlier summaries were merged lost a value here."""
+    from bench.__main__ import dependent_bench
+    from bench.metrics import TruthCounter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = dependent_bench(
+            [window],
+            ["ours", "ours_lcel"],
+            TruthCounter(),
+            steps=14,
+            payload_chars=6000,
+            tool_only=True,
+        )
+    for name, result in out["windows"][str(window)].items():
+        assert result["finished"], (name, result["verdict"])
