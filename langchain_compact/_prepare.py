@@ -39,7 +39,7 @@ from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, kind_of, new
 from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import LLMSummarizer, Summarizer, check_summary_text
-from langchain_compact.tokens import TokenCounter
+from langchain_compact.tokens import TiktokenCounter, TokenCounter, precise_counter
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -176,6 +176,9 @@ def prepare_steps(
     if plan is None:
         return None
     span = maybe_redact(plan.span, config.redactor)
+    precise = precise_counter()
+    if precise is not None and not isinstance(counter, TiktokenCounter):
+        precise(messages)  # the swap recounts with it: its cache makes that a lookup
     # The bound the room at the trigger will allow: its kept tail is the newest turn and
     # the next one, which grows as the newest did. At least half the full bound: the turn
     # that brings the trigger may grow less, and a summary written too tight loses facts no
