@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from langchain_compact._compaction_phases import MIN_SUMMARY_TOKENS
 from langchain_compact._compaction_plan import plan_compaction
 from langchain_compact._ops import Op, Outcome, adrive, archive_and_tag, drive
 from langchain_compact._prepare import (
@@ -47,6 +48,7 @@ from langchain_compact.compaction import (
     Decision,
     acompact_history,
     compact_history,
+    compaction_info,
     decide,
     effective_trigger,
     removed_since_boundary,
@@ -54,7 +56,7 @@ from langchain_compact.compaction import (
 )
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
-from langchain_compact.markers import EVENT_KEY, get_meta
+from langchain_compact.markers import EVENT_KEY, KIND_SUMMARY, get_meta, kind_of
 from langchain_compact.microcompact import (
     clear_tool_results,
     micro_compact_with_count,
@@ -250,6 +252,7 @@ class Compactor:
             counter=self.counter,
             tools=self.tools,
             verify_anchor=self.verify_anchor,
+            compactable=self._can_compact,
         )
         if not result.changed:
             self._remember_count(before, result.tokens)
@@ -278,6 +281,21 @@ class Compactor:
         )
         self._remember_count(out, result.tokens)
         return MicroStep(out, changed, ref, saved, result.tokens)
+
+    def _can_compact(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether a full compaction can make room for ``messages`` without cutting what the
+        model has not read: there is a span to summarise, ``max_compactions`` is not
+        reached, and the unread results fit beside the system prompt, the task and a
+        minimal summary."""
+        plan = plan_compaction(messages, self.config)
+        cap, fit = self.config.max_compactions, self.config.fit_tokens
+        if plan is None or fit is None:
+            return False
+        if cap is not None and compaction_info(messages).count >= cap:
+            return False
+        fixed = [m for m in plan.head if kind_of(m) != KIND_SUMMARY]
+        unread = messages[unread_start(messages) :]
+        return self.counter([*fixed, *unread]) + MIN_SUMMARY_TOKENS <= fit
 
     def micro(self, messages: Sequence[BaseMessage], thread_id: str) -> MicroStep:
         """Run the micro-compaction step (archive writes done synchronously)."""

@@ -437,6 +437,7 @@ def micro_compact_with_count(
     tools: Sequence[Any] | None = None,
     verify_anchor: bool = False,
     tokens: int | None = None,
+    compactable: Callable[[Sequence[BaseMessage]], bool] | None = None,
 ) -> MicroResult:
     """Micro-compaction with ``config``'s settings; costs nothing until there is pressure.
 
@@ -455,6 +456,10 @@ def micro_compact_with_count(
     the same objects as in the input; the caller archives the originals of changed ones.
     ``verify_anchor`` counts locally when the newest usage report cannot describe this list
     (see :func:`~langchain_compact.tokens.context_tokens`).
+
+    ``compactable`` says whether a full compaction can still make room for the history as
+    it stands: then unread results are left whole here (the compaction digests them only as
+    its last resort, after summarising what the model has read).
 
     One count per turn: ``tokens`` is the context size of ``messages`` if the caller has it
     (the same ``counter``, ``tools`` and ``verify_anchor``); the result's ``tokens`` is the
@@ -594,7 +599,7 @@ def micro_compact_with_count(
         if task is not None:
             budget.apply(out[task[0]], task[1])
             out[task[0]] = task[1]
-    if budget.tokens > fit:
+    if budget.tokens > fit and not (compactable is not None and compactable(out)):
         _fit_unread(out, limit, fit, allowed, counter, budget, config, archived)
     return result()
 

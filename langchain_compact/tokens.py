@@ -370,9 +370,10 @@ _precise_lock = threading.Lock()
 
 
 def precise_counter() -> TiktokenCounter | None:
-    """A process-wide tiktoken ``o200k_base`` counter for the few decisions that must be
-    precise (is a compacted history inside the fit limit?), or ``None`` when the encoding
-    cannot be loaded here (then the caller keeps its estimate; no warning, nothing raised).
+    """A process-wide tiktoken ``o200k_base`` counter for the counts that must be precise
+    (the size of a compacted history, before any usage report describes it), or ``None``
+    when the encoding cannot be loaded here (then the caller keeps its estimate; no warning,
+    nothing raised).
 
     A character-based count errs by content type (code, hex, prose, CJK), so one
     usage-calibrated scale over a whole history runs several percent off once a compaction

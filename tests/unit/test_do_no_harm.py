@@ -159,6 +159,36 @@ def test_an_unread_batch_that_cannot_fit_is_cut_largest_first() -> None:
     assert context_tokens(out) <= config.fit_tokens  # type: ignore[operator]
 
 
+def test_an_unread_result_is_left_whole_when_a_compaction_can_make_the_room() -> None:
+    """Over the fit limit with a long system prompt, a pinned task and two earlier summaries
+    that micro-compaction cannot remove: the fresh result is not cut here, because the full
+    compaction the decision runs next makes the room by merging and summarising what the
+    model has read. (On the 4k transcript replays a fresh result that would have fitted was
+    cut this way.)"""
+    from langchain_compact.core import Compactor
+
+    config = CompactionConfig(context_window=4_000, keep_last_n=2)
+    core = Compactor(config=config)
+    history: list[BaseMessage] = [
+        SystemMessage(source_file(3_600, seed=99)),
+        HumanMessage("Task: read the files. " + source_file(1_800, seed=98), id="task"),
+    ]
+    for first in (0, 3):  # two compactions: two summaries in the head
+        for i in range(first, first + 3):
+            history += tool_round(i, source_file(1_500, seed=i))
+        history = core.compact(history, "t").messages
+    for i in range(6, 8):
+        history += tool_round(i, "ok")  # nothing left for clearing to free
+    history += tool_round(9, source_file(6_400, seed=9))  # unread
+    assert core.count(history) > config.fit_tokens  # type: ignore[operator]
+    step = core.micro(history, "t")
+    assert step.messages[-1].content == history[-1].content
+    assert core.decide(step.messages).action == "compact"
+    result = core.compact(step.messages, "t")
+    assert result.messages[-1].content == history[-1].content, "it reaches the model whole"
+    assert core.after_compaction(result.messages) == "continue"
+
+
 # --------------------------------------------------------------------------- 12 turns, 8k
 
 
@@ -439,7 +469,7 @@ def test_a_compaction_digests_an_unread_result_only_when_the_call_cannot_fit() -
     ]
     for i in range(3):
         history += tool_round(i, source_file(1_500, seed=i))
-    history += tool_round(9, source_file(8_000, seed=9))  # unread, about 2,300 tokens
+    history += tool_round(9, source_file(6_400, seed=9))  # unread, about 2,300 tokens
     result = compact_history(history, config=config)
     newest = result.messages[-1]
     assert kind_of(newest) == KIND_TRUNCATED, "the last resort: the call could not fit"

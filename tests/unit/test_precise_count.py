@@ -5,8 +5,8 @@ The local count is character-based and errs by content type: here the removed to
 are hex dumps (tiktoken counts about twice the local estimate) and what stays is prose (about
 two thirds). One usage-calibrated scale over the whole history then puts the compacted
 history at more than twice its real size, and a run in a small window was stopped, or its
-unread result digested, with room to spare. Past the trigger the compaction recounts with
-tiktoken, calibrated on the same usage report.
+unread result digested, with room to spare. A compaction counts with tiktoken, calibrated
+on the same usage report.
 """
 
 from __future__ import annotations
