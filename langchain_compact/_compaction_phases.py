@@ -144,8 +144,8 @@ class _Draft:
         A summary that takes the room up to the fit limit leaves the compacted history over
         the trigger, so the very next turn compacts again and writes another summary (and
         soon a merge): on the long synthetic run in an 8k window a roof halfway between the
-        trigger and the fit limit cost 0.55x ``SummarizationMiddleware``, the trigger 0.49x,
-        with the same 12 of 12 facts. ``facts``: the room up to halfway between the trigger
+        trigger and the fit limit cost 0.55x ``SummarizationMiddleware``, the trigger 0.49x
+        (without preparing), with the same 12 of 12 facts. ``facts``: the room up to halfway between the trigger
         and the fit limit, which the fidelity supplement may use for the facts the shorter
         summary dropped (a compacted history over the trigger but fitting goes on)."""
         trigger, fit = self.config.trigger_tokens, self.config.fit_tokens

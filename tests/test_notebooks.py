@@ -152,16 +152,15 @@ def _shows_01(text: str) -> list[str]:
     assert count >= 1, f"compaction_count: {count}: the 40-step task ran without compacting"
     _one(r"^TaskVerdict\(ok=True,", text, "the finished task")
     restored = _one(r"^(\d+) messages restored$", text, "the restored thread")
+    # The pinned task, a summary and the final report at least. Not a key line: the number
+    # kept after the last compaction moves by a message or two between runs, because the
+    # summaries' headers name archive records by time and tiktoken counts those names
+    # differently by a token or two.
+    assert int(restored.group(1)) >= 3, restored.group(0)
     _one(r"^returned verbatim: True$|; returned verbatim: True$", text, "the recalled log")
     turns = _one(r"^model turns: (\d+)$", text, "the number of model turns")
     window = _one(r"^window \d+: micro trigger \d+, trigger \d+, fit \d+$", text, "the window")
-    return [
-        first.group(0),
-        window.group(0),
-        turns.group(0),
-        f"compaction_count: {count}",
-        restored.group(0),
-    ]
+    return [first.group(0), window.group(0), turns.group(0), f"compaction_count: {count}"]
 
 
 def _shows_02(text: str) -> list[str]:
