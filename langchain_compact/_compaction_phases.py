@@ -145,9 +145,10 @@ class _Draft:
         the trigger, so the very next turn compacts again and writes another summary (and
         soon a merge): on the long synthetic run in an 8k window a roof halfway between the
         trigger and the fit limit cost 0.55x ``SummarizationMiddleware``, the trigger 0.49x
-        (without preparing), with the same 12 of 12 facts. ``facts``: the room up to halfway between the trigger
-        and the fit limit, which the fidelity supplement may use for the facts the shorter
-        summary dropped (a compacted history over the trigger but fitting goes on)."""
+        (without preparing), with the same 12 of 12 facts. ``facts``: the room up to halfway
+        between the trigger and the fit limit, which the fidelity supplement may use for the
+        facts the shorter summary dropped (a compacted history over the trigger but fitting
+        goes on)."""
         trigger, fit = self.config.trigger_tokens, self.config.fit_tokens
         if facts and trigger is not None and fit is not None:
             roof = self.local((trigger + fit) // 2)
