@@ -462,7 +462,7 @@ def count_precisely(
     measured on the whole history runs high or low once the compaction has removed the
     content that set it: a 4,000-token window stopped at 3,507 real tokens, estimated
     3,959; against llama.cpp (SentencePiece) the estimate right after a compaction erred
-    8.6% (median, worst 30%), 4.2% (worst 8.7%) with this count (README, "Token accounting
+    8.6% (median, worst 30%), 4.2% (worst 7.4%) with this count (README, "Token accounting
     against a real server"). It costs one tiktoken pass over the messages not counted
     before (about 60 ms per 300,000 tokens; cached per text). Skipped when the caller
     counts with tiktoken already, when the encoding cannot be loaded here, or when no usage
@@ -484,10 +484,10 @@ def count_precisely(
 def fit_next_call(
     draft: _Draft, summarizer: Summarizer, index: int
 ) -> Generator[Op, Outcome, None]:
-    """Slim the tail when the result is over the trigger; when
-    the next call would not fit, every read result in the tail goes, then the earlier
-    summaries are merged into one, then the new summary's supplement goes, and as the last
-    resort unread results are digested, largest first."""
+    """Slim the tail when the result is over the trigger; when the next call would not fit,
+    every read result in the tail goes, then the earlier summaries are merged into one,
+    then the new summary's supplement goes, and as the last resort unread results are
+    digested, largest first."""
     local_trigger = draft.local(draft.config.trigger_tokens)
     if local_trigger is not None and draft.size() >= local_trigger:
         yield from _slim_draft_tail(draft)
