@@ -452,7 +452,11 @@ def merge_summaries(
 
 
 def count_precisely(
-    draft: _Draft, messages: Sequence[BaseMessage], tools: Sequence[Any] | None
+    draft: _Draft,
+    messages: Sequence[BaseMessage],
+    tools: Sequence[Any] | None,
+    *,
+    calibrate: bool = True,
 ) -> None:
     """Count the draft with tiktoken, calibrated on the same usage report.
 
@@ -466,13 +470,14 @@ def count_precisely(
     against a real server"). It costs one tiktoken pass over the messages not counted
     before (about 60 ms per 300,000 tokens; cached per text). Skipped when the caller
     counts with tiktoken already, when the encoding cannot be loaded here, or when no usage
-    report describes the history (nothing to calibrate against)."""
+    report describes the history (nothing to calibrate against). ``calibrate=False``: the
+    reports describe another list; tiktoken's count is taken as it is."""
     if draft.units is not None or isinstance(draft.counter, TiktokenCounter):
         return
     precise = precise_counter()
     if precise is None:
         return
-    measured = calibration(messages, counter=precise, tools=tools)
+    measured = calibration(messages, counter=precise, tools=tools) if calibrate else (1.0, 0)
     if measured is None:
         return
     draft.units = (draft.counter, draft.extra)
@@ -530,6 +535,7 @@ def compaction_steps(
     prepared_text: str | None = None,
     prepared_covers: int = 0,
     prepared_note: str = "",
+    calibrate: bool = True,
 ) -> Steps:
     """One compaction of ``messages`` by ``plan``, as a sans-IO generator.
 
@@ -538,7 +544,8 @@ def compaction_steps(
 
     ``tokens_before`` is the context size it starts from; ``index`` is the new summary's
     number; ``turns_since`` and ``refill_streak`` come from the newest boundary (the thrash
-    guard); ``cause`` is ``"trigger"`` or ``"fold"``.
+    guard); ``cause`` is ``"trigger"`` or ``"fold"``; ``calibrate=False``: the usage
+    reports describe another list (see :func:`~langchain_compact.compaction.compact_history`).
     """
     # Redacted once: the archive and the summarizer both get the redacted span.
     span = maybe_redact(plan.span, config.redactor)
@@ -560,8 +567,9 @@ def compaction_steps(
         tail=plan.tail,
         bound=summary_bound(config),
     )
-    draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
-    count_precisely(draft, messages, tools)
+    if calibrate:
+        draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
+    count_precisely(draft, messages, tools, calibrate=calibrate)
     yield from make_room(draft)
     header = summary_header(index=index, count=len(plan.span), archive_ref=ref)
     yield from summarize_span(

@@ -282,6 +282,7 @@ def compact_history(
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
     prepared: Prepared | None = None,
+    calibrate: bool = True,
 ) -> CompactionResult:
     """Run one full compaction over ``messages`` and return the new history.
 
@@ -304,6 +305,10 @@ def compact_history(
             ``langchain_compact._prepare``, as the integrations keep it): used when its span
             is still a prefix of the span taken now, else discarded (``result.prepared``
             says which and why).
+        calibrate: Scale the counts by the newest usage report (default). ``False`` where
+            the reports describe another list than ``messages`` (a stateless chain that
+            compacts a copy: its model's usage describes the copy): then the compacted
+            history is counted with tiktoken as it is.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -313,7 +318,11 @@ def compact_history(
         >>> [m.id for m in result.messages][0], len(result.messages)
         ('t', 4)
     """
-    return drive(_steps(messages, summarizer, config, archive, thread_id, counter, tools, prepared))
+    return drive(
+        _steps(
+            messages, summarizer, config, archive, thread_id, counter, tools, prepared, calibrate
+        )
+    )
 
 
 async def acompact_history(
@@ -326,10 +335,13 @@ async def acompact_history(
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
     prepared: Prepared | None = None,
+    calibrate: bool = True,
 ) -> CompactionResult:
     """Async twin of :func:`compact_history` (same body; async I/O)."""
     return await adrive(
-        _steps(messages, summarizer, config, archive, thread_id, counter, tools, prepared)
+        _steps(
+            messages, summarizer, config, archive, thread_id, counter, tools, prepared, calibrate
+        )
     )
 
 
@@ -342,6 +354,7 @@ def _steps(
     counter: TokenCounter,
     tools: Sequence[Any] | None,
     prepared: Prepared | None = None,
+    calibrate: bool = True,
 ) -> Generator[Op, Outcome, CompactionResult]:
     """Plan, read the boundary, check a prepared summary, then the phases (a plain result
     when there is nothing to compact)."""
@@ -386,5 +399,6 @@ def _steps(
             turns_since=info.turns_since,
             refill_streak=info.refill_streak,
             cause=cause,
+            calibrate=calibrate,
         )
     )

@@ -427,6 +427,8 @@ class Compactor:
             "counter": self.counter,
             "tools": self.tools,
             "prepared": Prepared.from_dict(prepared),
+            # A stateless chain compacts a copy: its model's usage describes the copy.
+            "calibrate": not self.verify_anchor,
         }
 
     def compact(

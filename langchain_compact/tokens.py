@@ -432,10 +432,8 @@ def context_tokens(
     else:  # read back only to the anchor (and the boundary) the facts remember
         scale, overhead = _calibration_of(facts.boundary_meta)
         found = facts.anchor
-    if found is not None and verify_anchor:
-        pair = _reported_and_local(messages, counter, tools, found)
-        if pair is not None and pair[0] < MIN_REPORTED_SHARE * pair[1]:
-            found = None
+    if found is not None and verify_anchor and not _describes(messages, counter, tools, found):
+        found = None
     if found is not None:
         i, anchored, credit = found
         rest = messages[i + 1 :]
@@ -452,6 +450,25 @@ def context_tokens(
     return round(total * scale) + overhead
 
 
+def _describes(
+    messages: Sequence[BaseMessage],
+    counter: TokenCounter,
+    tools: Sequence[Any] | None,
+    anchor: tuple[int, int, int],
+) -> bool:
+    """Whether the usage report at ``anchor`` can describe the messages before it as given.
+
+    With tiktoken at hand: its input is at least :data:`VERIFIED_SHARE` of their o200k count
+    (tokenizers rarely need fewer tokens than o200k; a chain whose model saw a compacted copy
+    reports far fewer). Otherwise at least :data:`MIN_REPORTED_SHARE` of the local count."""
+    precise = precise_counter()
+    if precise is not None:
+        pair = _reported_and_local(messages, precise, tools, anchor)
+        return pair is None or pair[0] >= VERIFIED_SHARE * pair[1]
+    pair = _reported_and_local(messages, counter, tools, anchor)
+    return pair is None or pair[0] >= MIN_REPORTED_SHARE * pair[1]
+
+
 def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
     return (
         counter.count_messages(messages)
@@ -463,6 +480,9 @@ def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
 #: A usage report whose input is below this share of the local count of the same messages
 #: describes another list (an LCEL chain's compacted copy), not another tokenizer.
 MIN_REPORTED_SHARE = 0.6
+#: The same with an o200k count of those messages: a report below this share of it
+#: describes another list. (Tokenizers differ from o200k mostly by needing more tokens.)
+VERIFIED_SHARE = 0.95
 #: Provider tokens per local token are taken within these bounds (tokenizers differ by
 #: well under 1.5x on text); the rest of a larger gap is fixed overhead the local count
 #: cannot see (tool schemas, chat templates), added as a constant.

@@ -100,3 +100,41 @@ def test_a_compacted_history_that_fits_goes_on(monkeypatch: pytest.MonkeyPatch) 
     rough = compact_history(history, config=cfg)
     assert kind_of(rough.messages[-1]) == KIND_TRUNCATED
     assert rough.messages[-1].content != history[-1].content
+
+
+def test_a_chain_anchors_only_on_usage_that_can_describe_the_list_it_holds() -> None:
+    """A stateless chain compacts a copy: its model's usage describes the copy. A report 10%
+    below the o200k count of the raw history it is attached to (the copy had a few results
+    cleared) cannot describe that history: the chain counts locally instead of trusting it
+    (it used to accept reports down to 60% of the local count and passed histories over the
+    window to its model)."""
+    history, truth = _history()
+    prefix = history[:-1]
+    copy_usage = {"input_tokens": int(truth(prefix[:-1]) * 0.9), "output_tokens": 5}
+    history[-2] = history[-2].model_copy(
+        update={"usage_metadata": copy_usage | {"total_tokens": 0}}
+    )
+    anchored = context_tokens(history)  # a graph's own history: the report is trusted
+    verified = context_tokens(history, verify_anchor=True)
+    assert anchored < truth(history) * 0.95
+    assert verified == context_tokens(
+        [*history[:-2], history[-2].model_copy(update={"usage_metadata": None}), history[-1]]
+    )
+    exact = {"input_tokens": truth(prefix[:-1]), "output_tokens": 5, "total_tokens": 0}
+    history[-2] = history[-2].model_copy(update={"usage_metadata": exact})
+    assert context_tokens(history, verify_anchor=True) == context_tokens(history)
+
+
+def test_a_chain_that_compacts_a_copy_does_not_calibrate_on_the_copys_usage() -> None:
+    """``calibrate=False`` (what the LCEL transformer passes): the report describes another
+    list, so the compacted history is counted with tiktoken as it is, not scaled by it."""
+    history, truth = _history()
+    copy_usage = {"input_tokens": int(truth(history[:-2]) * 0.7), "output_tokens": 5}
+    history[-2] = history[-2].model_copy(
+        update={"usage_metadata": copy_usage | {"total_tokens": 0}}
+    )
+    cfg = CompactionConfig(context_window=2200, keep_last_n=2)
+    scaled = compact_history(history, config=cfg)
+    plain = compact_history(history, config=cfg, calibrate=False)
+    assert plain.tokens_after == pytest.approx(truth(plain.messages), rel=0.02)
+    assert scaled.tokens_after < 0.8 * truth(scaled.messages)  # what it used to trust
