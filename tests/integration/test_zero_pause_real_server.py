@@ -61,9 +61,7 @@ def test_the_pause_at_the_trigger_is_a_fraction_of_the_summarizer_call(
     swaps = [
         e["pause_seconds"]
         for e in events
-        if e["event"] == "compaction"
-        and e["prepared"].startswith("used")
-        and "incremental" not in e["prepared"]
+        if e["event"] == "compaction" and e["prepared"].startswith("used")
     ]
     assert finished and prepared and swaps, [e["event"] for e in events]
     call = statistics.median(prepared)
@@ -76,5 +74,9 @@ def test_the_pause_at_the_trigger_is_a_fraction_of_the_summarizer_call(
     spot = [e["pause_seconds"] for e in spot_events if e["event"] == "compaction"]
     assert spot_finished and spot
     record_property("pause_on_the_spot_seconds", round(statistics.median(spot), 3))
-    # on the spot, the agent waits for a whole summarizer call at each trigger
-    assert statistics.median(spot) >= 0.5 * call
+    # On the spot, the agent waits for a whole summarizer call at each trigger. Those calls
+    # read a shorter span than the prepared ones (one turn behind) on a shared 2-core
+    # machine, so they are compared loosely with the prepared calls and strictly with the
+    # swaps.
+    assert statistics.median(spot) >= 0.25 * call
+    assert statistics.median(spot) >= 10 * pause
