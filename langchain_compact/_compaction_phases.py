@@ -158,6 +158,17 @@ class _Draft:
             return None
         return roof - self.counter([*self.head, *self.tail]) - self.extra - SUMMARY_HEADER_TOKENS
 
+    def crowded(self) -> bool:
+        """The kept messages leave the summary less than ``SLIM_WHEN_ROOM_BELOW`` of its
+        bound (``left`` as last measured)."""
+        return self.left is not None and self.left < self.bound * SLIM_WHEN_ROOM_BELOW
+
+    def fitted_bound(self) -> int:
+        """The bound sized to the room left (``SUMMARY_ROOM_SHARE`` of ``left``)."""
+        if self.left is None:
+            return self.bound
+        return max(MIN_SUMMARY_TOKENS, min(self.bound, int(self.left * SUMMARY_ROOM_SHARE)))
+
     def size(self) -> int:
         """Local tokens of the compacted history as it stands."""
         return self.counter([*self.head, HumanMessage(self.body), *self.tail]) + self.extra
@@ -286,16 +297,13 @@ def make_room(draft: _Draft) -> Generator[Op, Outcome, None]:
     leave less than ``SLIM_WHEN_ROOM_BELOW`` of its bound; then size the bound to the room
     (``SUMMARY_ROOM_SHARE`` of it), so the result fits."""
     draft.left = draft.room()
-    if draft.left is not None and draft.left < draft.bound * SLIM_WHEN_ROOM_BELOW:
+    if draft.crowded():
         yield from _slim_draft_tail(draft)
         draft.left = draft.room()
-    if draft.left is not None and draft.left < draft.bound * SLIM_WHEN_ROOM_BELOW:
+    if draft.crowded():
         yield from _slim_task(draft)
         draft.left = draft.room()
-    if draft.left is not None:
-        draft.bound = max(
-            MIN_SUMMARY_TOKENS, min(draft.bound, int(draft.left * SUMMARY_ROOM_SHARE))
-        )
+    draft.bound = draft.fitted_bound()
 
 
 def expected_bound(
@@ -319,8 +327,8 @@ def expected_bound(
         bound=summary_bound(config),
     )
     draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
-    left = draft.room()
-    if left is not None and left < draft.bound * SLIM_WHEN_ROOM_BELOW:
+    draft.left = draft.room()
+    if draft.crowded():
         draft.tail = clear_tool_results(
             draft.tail,
             keep=1,
@@ -328,10 +336,8 @@ def expected_bound(
             exclude_tools=config.micro_exclude_tools,
             counter=counter,
         )
-        left = draft.room()
-    if left is None:
-        return draft.bound
-    return max(MIN_SUMMARY_TOKENS, min(draft.bound, int(left * SUMMARY_ROOM_SHARE)))
+        draft.left = draft.room()
+    return draft.fitted_bound()
 
 
 # --------------------------------------------------------------------------- 5. summary
@@ -457,7 +463,7 @@ def count_precisely(
     tools: Sequence[Any] | None,
     *,
     calibrate: bool = True,
-) -> None:
+) -> bool:
     """Count the draft with tiktoken, calibrated on the same usage report.
 
     The size of the compacted history decides whether the tail is slimmed, unread results
@@ -471,19 +477,21 @@ def count_precisely(
     before (about 60 ms per 300,000 tokens; cached per text). Skipped when the caller
     counts with tiktoken already, when the encoding cannot be loaded here, or when no usage
     report describes the history (nothing to calibrate against). ``calibrate=False``: the
-    reports describe another list; tiktoken's count is taken as it is."""
+    reports describe another list; tiktoken's count is taken as it is. Returns whether the
+    draft now counts precisely."""
     if draft.units is not None or isinstance(draft.counter, TiktokenCounter):
-        return
+        return False
     precise = precise_counter()
     if precise is None:
-        return
+        return False
     measured = calibration(messages, counter=precise, tools=tools) if calibrate else (1.0, 0)
     if measured is None:
-        return
+        return False
     draft.units = (draft.counter, draft.extra)
     draft.counter = precise
     draft.extra = precise.count_tools(tools) if tools else 0
     draft.scale, draft.overhead = _capped(measured, draft.config)
+    return True
 
 
 def fit_next_call(
@@ -567,9 +575,8 @@ def compaction_steps(
         tail=plan.tail,
         bound=summary_bound(config),
     )
-    if calibrate:
+    if not count_precisely(draft, messages, tools, calibrate=calibrate) and calibrate:
         draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
-    count_precisely(draft, messages, tools, calibrate=calibrate)
     yield from make_room(draft)
     header = summary_header(index=index, count=len(plan.span), archive_ref=ref)
     yield from summarize_span(
