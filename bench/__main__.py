@@ -93,6 +93,7 @@ _SUM_KEYS = (
     "input_tokens",
     "cached_tokens",
     "fresh_tokens",
+    "new_tokens",
     "summarizer_calls",
     "summarizer_input_tokens",
     "summarizer_output_tokens",

@@ -4,7 +4,8 @@
   overhead (the reference every counter is compared against, and the unit of every token
   number in the results).
 * :func:`cache_split`: cached vs fresh input tokens of one model call (longest unchanged
-  prefix, by message, with the previous call's input).
+  prefix, by message, with the previous call's input); :class:`CallLog` also splits the
+  fresh tokens into new content and content re-sent after a break of the prefix.
 * :func:`violations`: provider rules a model input can break.
 * :func:`present`: whether a snippet survives in a model input (retention).
 * :class:`CallLog`: everything recorded per model call, and the per-run summary of it.
@@ -195,6 +196,10 @@ class CallLog:
     context: list[int] = field(default_factory=list)
     cached: list[int] = field(default_factory=list)
     fresh: list[int] = field(default_factory=list)
+    new: list[int] = field(default_factory=list)
+    """Per call, the tokens of messages the previous call did not send at all (new
+    messages, summaries, placeholders): uncached whatever a system does. The rest of
+    ``fresh`` was sent before and is re-sent because the prefix broke in front of it."""
     hook_seconds: list[float] = field(default_factory=list)
     compacted: list[bool] = field(default_factory=list)
     summarizer_calls: int = 0
@@ -221,10 +226,14 @@ class CallLog:
         (tool schemas), so cached whenever a previous call exists."""
         prev = self.last_input or None
         cached, fresh = cache_split(prev, model_input, self.truth)
+        sent = {_key(m) for m in prev or ()}
+        new = sum(self.truth.message(m) for m in model_input if _key(m) not in sent)
         if prev:
             cached += extra_tokens
         else:
             fresh += extra_tokens
+            new = fresh  # the first call: all of it, tool schemas and message overhead too
+        self.new.append(new)
         self.context.append(cached + fresh)
         self.cached.append(cached)
         self.fresh.append(fresh)
@@ -264,6 +273,7 @@ class CallLog:
             "input_tokens": sum(self.context),
             "cached_tokens": sum(self.cached),
             "fresh_tokens": sum(self.fresh),
+            "new_tokens": sum(self.new),
             "summarizer_calls": self.summarizer_calls,
             "summarizer_input_tokens": self.summarizer_input_tokens,
             "summarizer_output_tokens": self.summarizer_output_tokens,

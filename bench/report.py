@@ -292,6 +292,16 @@ def harm_sections(results: dict[str, Any], *, level: str, number: str = "") -> l
         "",
         harm.cache_table(results),
         "",
+        "Where the uncached input comes from (shares of each system's input): *new* is "
+        "content no earlier call sent (new messages, summaries, placeholders), uncached "
+        "whatever a system does; *re-sent* was sent before and is sent again because the "
+        "prefix broke in front of it (a compaction, a clearing, a digest). The ceiling, "
+        "1 - new, is the highest cached share the system could reach with no break at all. "
+        "A system that shows the same new content in less input (it compacts) has a lower "
+        "ceiling than one that sends everything, whatever it does about breaks.",
+        "",
+        harm.uncached_table(results),
+        "",
     ]
 
 

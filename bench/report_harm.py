@@ -102,6 +102,32 @@ def cache_table(results: dict[str, Any]) -> str:
     return table(header, rows)
 
 
+def uncached_table(results: dict[str, Any]) -> str:
+    """Where each system's uncached input comes from, per window: content sent for the
+    first time (new messages, summaries, placeholders), and content re-sent because the
+    cached prefix broke in front of it; shares of the system's input tokens. ``1 - new``
+    is the highest cached share the system could reach without any break."""
+    tr = results["transcripts"]
+    windows = list(tr)
+    header = ["system"] + [f"{_k(w)}: new / re-sent (ceiling)" for w in windows]
+    rows = []
+    for s in _systems(results):
+        row = [name(s)]
+        for w in windows:
+            a = tr[w][s]
+            total, new = a["input_tokens"], a.get("new_tokens")
+            if not total or new is None:
+                row.append("n/a")
+                continue
+            resent = a["fresh_tokens"] - new
+            row.append(
+                f"{100 * new / total:.1f}% / {100 * resent / total:.1f}% "
+                f"({100 - 100 * new / total:.1f}%)"
+            )
+        rows.append(row)
+    return table(header, rows)
+
+
 def overview_table(results: dict[str, Any]) -> str:
     """Per window: calls made / scripted, calls over the window, invalid inputs."""
     tr = results["transcripts"]
@@ -249,4 +275,5 @@ __all__ = [
     "stops_table",
     "synthetic_cost_vs_peer",
     "table",
+    "uncached_table",
 ]

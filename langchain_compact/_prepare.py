@@ -19,7 +19,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from langchain_compact._compaction_phases import expected_bound
 from langchain_compact._compaction_plan import (
@@ -52,6 +52,7 @@ __all__ = [
     "counter_text",
     "prepare_steps",
     "prepares",
+    "repeat_turn",
     "usable_prefix",
     "use_prepared",
 ]
@@ -59,6 +60,8 @@ __all__ = [
 
 #: Messages one agent turn adds (the model's tool call and its result).
 TURN_MESSAGES = 2
+#: Appended to the tool-call ids of a simulated next turn (:func:`repeat_turn`).
+NEXT_TURN_SUFFIX = "~next"
 
 
 def prepares(config: CompactionConfig, summarizer: Summarizer) -> bool:
@@ -69,6 +72,38 @@ def prepares(config: CompactionConfig, summarizer: Summarizer) -> bool:
     if config.prepare is not None:
         return config.prepare
     return isinstance(summarizer, LLMSummarizer)
+
+
+def repeat_turn(turn: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The next turn as the prediction assumes it: ``turn`` (the newest ``AIMessage`` and
+    what followed it) again, under fresh ids and without usage, so that ``turn`` itself
+    counts as read.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, ToolMessage
+        >>> call = {"name": "ls", "args": {}, "id": "c1"}
+        >>> turn = [AIMessage("", tool_calls=[call]), ToolMessage("a", tool_call_id="c1")]
+        >>> again = repeat_turn(turn)
+        >>> again[0].tool_calls[0]["id"] == again[1].tool_call_id != "c1"
+        True
+    """
+    renamed: dict[str, str] = {}
+    out: list[BaseMessage] = []
+    for message in turn:
+        if isinstance(message, AIMessage):
+            calls = []
+            for call in message.tool_calls:
+                new = f"{call.get('id') or 'call'}{NEXT_TURN_SUFFIX}"
+                renamed[str(call.get("id"))] = new
+                calls.append({**call, "id": new})
+            update: dict[str, Any] = {"id": None, "tool_calls": calls, "usage_metadata": None}
+            out.append(message.model_copy(update=update))
+        elif isinstance(message, ToolMessage):
+            call_id = renamed.get(message.tool_call_id, message.tool_call_id + NEXT_TURN_SUFFIX)
+            out.append(message.model_copy(update={"id": None, "tool_call_id": call_id}))
+        else:
+            out.append(message.model_copy(update={"id": None}))
+    return out
 
 
 def _message_key(message: BaseMessage) -> str:

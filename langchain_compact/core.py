@@ -41,6 +41,7 @@ from langchain_compact._prepare import (
     boundary_key,
     prepare_steps,
     prepares,
+    repeat_turn,
     usable_prefix,
 )
 from langchain_compact.compaction import (
@@ -58,7 +59,6 @@ from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.markers import EVENT_KEY, KIND_SUMMARY, get_meta, kind_of
 from langchain_compact.microcompact import (
-    clear_tool_results,
     micro_compact_with_count,
     unread_start,
 )
@@ -75,9 +75,6 @@ logger = logging.getLogger("langchain_compact")
 
 DEFAULT_THREAD_ID = "default"
 """Archive thread of a run whose config has no ``configurable.thread_id``."""
-
-PREPARE_TURNS_AHEAD = 1
-"""A summary is prepared when this many turns like the newest one could reach the trigger."""
 
 
 def emit(event: dict[str, Any]) -> None:
@@ -340,35 +337,38 @@ class Compactor:
 
     def _compaction_ahead(self, messages: Sequence[BaseMessage], tokens: int) -> bool:
         """Whether the next turn, growing as the newest one did, will likely end in a full
-        compaction: micro-compaction could not bring it under the trigger, or the results
-        it would clear fold into a compaction. Preparing only then (just in time) wastes
-        no summary on a run that ends first or that clearing keeps under the trigger."""
+        compaction. The next turn is simulated: the newest turn repeated (its results are
+        read by then, so clearing may take them), run through micro-compaction and the
+        routing decision exactly as the real one will be. Preparing only then (just in
+        time) wastes no summary on a run that clearing keeps under the trigger."""
         cfg = self.config
         start = unread_start(messages)  # the newest turn: its AIMessage and what followed
         newest = start - 1 if start else len(messages)
-        ahead = tokens + PREPARE_TURNS_AHEAD * self.counter(messages[newest:])
+        turn = list(messages[newest:])
+        ahead = tokens + self.counter(turn)
         trigger = effective_trigger(messages, cfg)
         gate = min(cfg.micro_trigger_tokens or trigger, trigger)
-        if ahead < gate:
+        fold = cfg.fold_tokens
+        if ahead < gate and (fold is None or removed_since_boundary(messages) < fold):
             return False  # nothing is cleared or compacted on the next turn
-        cleared = clear_tool_results(
-            messages,
-            keep=cfg.micro_keep,
-            min_chars=cfg.micro_min_chars,
-            exclude_tools=cfg.micro_exclude_tools,
+        nxt = [*messages, *repeat_turn(turn)]
+        cleared = micro_compact_with_count(
+            nxt,
+            cfg,
             archived=self.archive is not None,
             counter=self.counter,
+            tools=self.tools,
+            tokens=ahead,
+            compactable=self._can_compact,
         )
-        freeable = sum(
-            int(get_meta(b).get("saved_tokens", 0))
-            for a, b in zip(messages, cleared, strict=True)
-            if a is not b
+        after = decide(
+            cleared.messages,
+            config=cfg,
+            counter=self.counter,
+            tools=self.tools,
+            tokens=cleared.tokens,
         )
-        if ahead - freeable >= trigger:
-            return True  # clearing cannot get under the trigger
-        freed = min(freeable, max(0, ahead - (cfg.micro_target_tokens or 0)))
-        fold = cfg.fold_tokens
-        return fold is not None and removed_since_boundary(messages) + freed >= fold
+        return after.action == "compact"
 
     def prepare_steps(
         self, messages: Sequence[BaseMessage], thread_id: str

@@ -515,6 +515,32 @@ def test_a_summary_is_prepared_only_when_the_next_turn_will_compact(
     assert core.prepare_due(early, core.decide(early)) is False
 
 
+@pytest.mark.parametrize(("exclude", "due"), [(("note",), False), (("note", "read"), True)])
+def test_the_next_turn_is_simulated_the_newest_result_read_by_then(
+    exclude: tuple[str, ...], due: bool
+) -> None:
+    """The newest result is unread now, but by the next turn the model has read it, and a
+    read result larger than ``large_result_ratio`` of the window is digested: then the next
+    turn stays under the trigger and no summary is prepared (one prepared anyway is a
+    summarizer call thrown away). Where that result's tool is excluded from clearing the
+    next turn compacts, and the summary is prepared."""
+    config = CompactionConfig(context_window=WINDOW, micro_exclude_tools=exclude, prepare=True)
+    core = Compactor(config=config, summarizer=LLMSummarizer(FactKeeper()))
+    history: list[BaseMessage] = [HumanMessage("Task: read the files and report.", id="task")]
+    for i in range(6):
+        name = "note" if i < 5 else "read"
+        call = {"name": name, "args": {"i": i}, "id": f"c{i}"}
+        history.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
+        text = "y " * 400 if i < 5 else " ".join(f"line{j} value={j * 7}" for j in range(250))
+        history.append(ToolMessage(text, tool_call_id=f"c{i}", name=name, id=f"r{i}"))
+    decision = core.decide(history)
+    newest = core.counter(history[-2:])
+    assert decision.action == "continue" and decision.tokens >= (config.prepare_tokens or 0)
+    assert newest > config.large_result_ratio * WINDOW  # digested once read
+    assert decision.tokens + newest >= (config.trigger_tokens or 0)  # naive: compacts
+    assert core.prepare_due(history, decision) is due
+
+
 @pytest.mark.parametrize("build", [_graph, _middleware_agent], ids=["graph", "middleware"])
 def test_a_prepare_that_raises_never_fails_the_run_which_compacts_on_the_spot(
     build: Any, monkeypatch: pytest.MonkeyPatch
