@@ -77,7 +77,7 @@ def replay(
         log.record(
             res.model_input,
             hook_seconds=res.hook_seconds,
-            compacted=bool(res.summarizer),
+            compacted=res.compacted,
             summarizer=res.summarizer,
         )
         fresh = harm.fresh_results(new, text_commands=text_commands, task_id=task_id)
@@ -288,16 +288,21 @@ def dependent_bench(
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
             log = CallLog(window=window, truth=truth)
             positions = list(summary_model.positions)
+            count = 0
             for k, model_input in enumerate(recorder):
                 calls = [
                     (c[0], c[1])
                     for c, pos in zip(summary_model.log, positions, strict=False)
                     if pos == k
                 ]
+                compacted = bool(calls)
+                if name.startswith("ours"):  # a prepared summary is no compaction yet
+                    before, count = count, peers.compactions_in(model_input)
+                    compacted = count != before
                 log.record(
                     model_input,
                     hook_seconds=0.0,
-                    compacted=bool(calls),
+                    compacted=compacted,
                     summarizer=calls,
                     extra_tokens=schema_tokens,
                 )

@@ -227,7 +227,8 @@ class CallLog:
         prev = self.last_input or None
         cached, fresh = cache_split(prev, model_input, self.truth)
         sent = {_key(m) for m in prev or ()}
-        new = sum(self.truth.message(m) for m in model_input if _key(m) not in sent)
+        again = sum(self.truth.message(m) for m in model_input if _key(m) in sent)
+        new = cached + fresh - again  # with the per-call overhead, never cached either
         if prev:
             cached += extra_tokens
         else:

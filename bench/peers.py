@@ -76,9 +76,11 @@ from langchain.agents.middleware.summarization import (
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 
 from langchain_compact import CompactionConfig
+from langchain_compact.compaction import compaction_info
 from langchain_compact.errors import CompactionError, ConfigError, InvalidHistoryError
 from langchain_compact.graph.nodes import CompactionNodes
 from langchain_compact.lcel import compact_messages
+from langchain_compact.markers import newest_boundary
 from langchain_compact.summarizers import DEFAULT_SUMMARY_PROMPT as OUR_SUMMARY_PROMPT
 from langchain_compact.summarizers import LLMSummarizer
 
@@ -292,6 +294,17 @@ class Prepared:
     summarizer: list[tuple[int, int]] = field(default_factory=list)
     stopped: bool = False
     stop_reason: str = ""
+    compacted: bool = False
+    """The history was compacted before this call (a summarizer call that only prepared a
+    summary for a later trigger is not a compaction)."""
+
+
+def compactions_in(messages: Sequence[BaseMessage]) -> int:
+    """How many compactions of ours ``messages`` went through: the newest boundary's index,
+    0 before the first."""
+    if newest_boundary(messages)[0] < 0:
+        return 0
+    return compaction_info(messages).count
 
 
 class Adapter:
@@ -299,12 +312,14 @@ class Adapter:
 
     name = "base"
     separate_system = False  # create_agent keeps the system prompt out of the state
+    ours = False  # compactions are read from our boundary markers, not summarizer calls
 
     def __init__(self, budget: Budget, summary_model: ExtractiveSummaryModel) -> None:
         self.budget = budget
         self.summary_model = summary_model
         self.system: SystemMessage | None = None
         self.messages: list[BaseMessage] = []
+        self._compactions = 0
 
     def _append(self, new: Sequence[BaseMessage]) -> None:
         for m in new:
@@ -323,12 +338,18 @@ class Adapter:
         model_input, stopped, reason = self._hook()
         calls = self.summary_model.log[mark:]
         model_time = sum(c[2] for c in calls)
+        if self.ours:  # a summarizer call that only prepared a summary is no compaction
+            count = compactions_in(model_input)
+            compacted, self._compactions = count != self._compactions, count
+        else:
+            compacted = bool(calls)
         return Prepared(
             model_input=model_input,
             hook_seconds=max(0.0, self._timer - model_time),
             summarizer=[(c[0], c[1]) for c in calls],
             stopped=stopped,
             stop_reason=reason,
+            compacted=compacted,
         )
 
     def _timed(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -346,6 +367,7 @@ class Adapter:
 
 class Ours(Adapter):
     name = "ours"
+    ours = True
 
     def __init__(self, budget: Budget, summary_model: ExtractiveSummaryModel) -> None:
         super().__init__(budget, summary_model)
@@ -388,6 +410,7 @@ class Ours(Adapter):
 
 class OursLCEL(Adapter):
     name = "ours_lcel"
+    ours = True
 
     def __init__(self, budget: Budget, summary_model: ExtractiveSummaryModel) -> None:
         super().__init__(budget, summary_model)
@@ -639,6 +662,7 @@ __all__ = [
     "Budget",
     "ExtractiveSummaryModel",
     "Prepared",
+    "compactions_in",
     "dependent_agent",
     "extractive_summary",
     "make",

@@ -524,16 +524,50 @@ WHY: dict[str, Callable[[str], str]] = {
         "unless the call could not fit with it whole: none of ours' hidden results would "
         "have fitted."
     ),
-    "cache": lambda p: (
-        f"{_name(p)} changes the history only at its trigger, and in small windows keeps "
-        "calling over the window or with invalid inputs instead (see those columns); ours "
-        "lets every result reach the model whole, so in a window a few results fill it "
-        "compacts more often, and each compaction breaks the cached prefix."
-    ),
     "dependent": lambda p: (
         f"{_name(p)} kept calling the model where ours stopped (see 'runs stopped' above)."
     ),
 }
+
+
+def _cache_why(tr: dict[str, Any], ahead: list[str]) -> str:
+    """Why peers reach a higher cached share at one window, from the numbers: what the
+    peers ahead send, and the highest share ours could reach with no break at all."""
+    if not ahead:
+        return ""
+    rejected = [p for p in ahead if tr[p]["over_window_calls"] or tr[p]["invalid_calls"]]
+    parts = []
+    if rejected:
+        parts.append(
+            ", ".join(
+                f"{_name(p)} sends {tr[p]['over_window_calls']} calls over the window and "
+                f"{tr[p]['invalid_calls']} invalid inputs"
+                for p in rejected
+            )
+            + " (a provider rejects those; here they count, mostly cached)"
+        )
+    idle = [p for p in ahead if p not in rejected]
+    if idle:
+        parts.append(
+            ", ".join(_name(p) for p in idle)
+            + " never call over the window here and change the history less or not at all"
+        )
+    o = tr[OURS]
+    new = o.get("new_tokens")
+    if new is None or not o["input_tokens"]:
+        return "; ".join(parts) + "."
+    ceiling = 100 - 100 * new / o["input_tokens"]
+    resent = 100 * (o["fresh_tokens"] - new) / o["input_tokens"]
+    best = max(100 * tr[p]["cached_tokens"] / tr[p]["input_tokens"] for p in ahead)
+    if ceiling < best:
+        tail = (
+            "ours acts at the trigger and shows every fresh result whole, so its new "
+            "content is a larger share of a smaller input: even with no break of the prefix "
+            f"its ceiling (1 - new / input) is {ceiling:.1f}%, under the peers' {best:.1f}%"
+        )
+    else:
+        tail = f"ours re-sends {resent:.1f}% of its input after breaks of the prefix"
+    return "; ".join([*parts, tail]) + "."
 
 
 def peer_wins(results: dict[str, Any]) -> list[str]:
@@ -541,10 +575,10 @@ def peer_wins(results: dict[str, Any]) -> list[str]:
     out: list[str] = []
     peers_only = [s for s in _systems(results) if s not in (OURS, "ours_lcel")]
 
-    def add(metric: str, where: str, winners: list[tuple[str, str, str]]) -> None:
+    def add(metric: str, where: str, winners: list[tuple[str, str, str]], why: str = "") -> None:
         if winners:
             names = "; ".join(f"{_name(p)} {pv} vs ours {ov}" for p, pv, ov in winners)
-            out.append(f"- **{where}**: {names}. Why: {WHY[metric](winners[0][0])}")
+            out.append(f"- **{where}**: {names}. Why: {why or WHY[metric](winners[0][0])}")
 
     ov = results["overhead"]
     parts = []
@@ -620,14 +654,12 @@ def peer_wins(results: dict[str, Any]) -> list[str]:
             s: tr[s]["cached_tokens"] / tr[s]["input_tokens"] if tr[s]["input_tokens"] else 0.0
             for s in _systems(results)
         }
+        ahead = [p for p in peers_only if share[p] > share[OURS] + 0.005]
         add(
             "cache",
             f"{label}: cached share of input tokens",
-            [
-                (p, f"{100 * share[p]:.1f}%", f"{100 * share[OURS]:.1f}%")
-                for p in peers_only
-                if share[p] > share[OURS] + 0.005
-            ],
+            [(p, f"{100 * share[p]:.1f}%", f"{100 * share[OURS]:.1f}%") for p in ahead],
+            _cache_why(tr, ahead),
         )
         add(
             "task",

@@ -213,6 +213,54 @@ def test_tool_only_policy_never_restates_a_value() -> None:
     assert f"value={task.expected_values()[0]}" in out
 
 
+def test_fresh_input_splits_into_new_content_and_content_re_sent_after_a_break() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from bench.metrics import CallLog, TruthCounter
+
+    truth = TruthCounter()
+    call = {"name": "read", "args": {}, "id": "c1", "type": "tool_call"}
+    task, ask = HumanMessage("task"), AIMessage("", tool_calls=[call])
+    result = ToolMessage("x " * 300, tool_call_id="c1")
+    log = CallLog(window=8000, truth=truth)
+    log.record([task], hook_seconds=0.0, compacted=False)
+    log.record([task, ask, result], hook_seconds=0.0, compacted=False)
+    summary = HumanMessage("summary of the work so far")
+    log.record([summary, ask, result], hook_seconds=0.0, compacted=True)  # the prefix broke
+    s = log.summary()
+    overhead = truth([task]) - truth.message(task)  # per call, never cached
+    assert log.new == [
+        truth([task]),
+        truth.message(ask) + truth.message(result) + overhead,
+        truth.message(summary) + overhead,
+    ]
+    re_sent = truth.message(ask) + truth.message(result)  # sent before, after the break
+    assert s["fresh_tokens"] - s["new_tokens"] == re_sent
+
+
+def test_a_summary_prepared_for_a_later_trigger_is_not_counted_as_a_compaction() -> None:
+    from bench import peers
+    from bench.metrics import TruthCounter
+    from langchain_compact.markers import newest_boundary
+
+    truth = TruthCounter()
+    adapter = peers.make("ours", peers.Budget(8000), truth)
+    run = workloads.synthetic_run(calls=60, facts=4)
+    points, last, prepared_only = workloads.call_points(run.messages), 0, 0
+    compactions = 0
+    for i in points:
+        res = adapter.prepare(run.messages[last:i])
+        assert not res.stopped
+        compactions += res.compacted
+        if res.summarizer and not res.compacted:
+            prepared_only += 1  # the summarizer ran beside the call, nothing was compacted
+        adapter.observe(peers.with_usage(run.messages[i], res.model_input, truth))
+        last = i + 1
+    assert prepared_only >= 1 and compactions >= 1
+    assert compactions == peers.compactions_in(res.model_input)
+    assert newest_boundary(res.model_input)[0] >= 0
+
+
 def test_lcel_refusal_ends_the_replay_as_a_stop() -> None:
     from langchain_core.messages import AIMessage, HumanMessage
 
