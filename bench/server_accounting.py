@@ -9,9 +9,12 @@ appends a tool call and its result, the history grows, and compaction runs whene
 context crosses the trigger. Before every model call the agent node records, for exactly the
 messages and tools the model is about to get:
 
-* ``anchored``: :func:`~langchain_compact.tokens.context_tokens` with ``approximate_tokens``,
-  the package's prediction and what routing decides on: the previous response's reported
-  ``input_tokens + output_tokens`` plus a local estimate of the messages added since;
+* ``anchored``: :func:`~langchain_compact.tokens.context_tokens` with ``approximate_tokens``
+  over the graph state (the history without the system prompt the agent node adds), the
+  package's prediction and what routing decides on: the previous response's reported
+  ``input_tokens + output_tokens`` plus a local estimate of the messages added since (right
+  after a compaction, the compaction's calibrated estimate, which covers the system prompt
+  through the usage reports it was calibrated on);
 * ``anchored_tiktoken``: the same with :class:`~langchain_compact.tokens.TiktokenCounter`;
 * ``local_approx`` / ``local_tiktoken``: a purely local count of everything (tool schemas
   included), no anchor;
@@ -181,12 +184,23 @@ def usage_anchor(messages: Sequence[BaseMessage]) -> tuple[int, int] | None:
     return None
 
 
-def predictions(messages: Sequence[BaseMessage], tools: Sequence[Any]) -> dict[str, int]:
-    """Every predictor's context size for a call with ``messages`` and ``tools``."""
+def predictions(
+    messages: Sequence[BaseMessage],
+    tools: Sequence[Any],
+    history: Sequence[BaseMessage] | None = None,
+) -> dict[str, int]:
+    """Every predictor's context size for a call with ``messages`` and ``tools``.
+
+    ``history``: the graph state the package counts (``messages`` without the system
+    prompt the agent node adds). The anchored predictors count it, as routing does: the
+    usage reports include the system prompt, so the calibration a compaction stores
+    accounts for it already, and counting it again after a compaction would add it twice.
+    """
     tiktoken = TiktokenCounter("gpt-4o")
+    state = messages if history is None else history
     return {
-        "anchored": context_tokens(messages, counter=approximate_tokens, tools=tools),
-        "anchored_tiktoken": context_tokens(messages, counter=tiktoken, tools=tools),
+        "anchored": context_tokens(state, counter=approximate_tokens, tools=tools),
+        "anchored_tiktoken": context_tokens(state, counter=tiktoken, tools=tools),
         "local_approx": approximate_tokens(messages, tools=tools),
         "local_tiktoken": tiktoken(messages) + tiktoken.count_tools(tools),
     }
@@ -236,7 +250,7 @@ def build_agent(
         sent = [system, *history]
         anchor = usage_anchor(sent)
         anchor_tokens = anchor[1] if anchor else None
-        predicted = predictions(sent, tools)
+        predicted = predictions(sent, tools, history)
         predicted["calibrated"] = calibrated(records, anchor_tokens, predicted)
         record = CallRecord(
             call=len(records) + 1,
@@ -367,6 +381,7 @@ def summarize(run: AgentRun) -> dict[str, Any]:
     """JSON-able results of a run: per-call rows, error statistics, compactions."""
     anchored = [r for r in run.records if r.anchored_on_usage]
     unanchored = [r for r in run.records if not r.anchored_on_usage]
+    after = [r for r in run.records if r.after_compaction]
     compactions = [e for e in run.events if e.get("event") == "compaction"]
     return {
         "model_calls": len(run.records),
@@ -382,6 +397,7 @@ def summarize(run: AgentRun) -> dict[str, Any]:
             "all_calls": {p: error_stats(run.records, p) for p in PREDICTORS},
             "calls_with_usage_anchor": {p: error_stats(anchored, p) for p in PREDICTORS},
             "calls_without_anchor": {p: error_stats(unanchored, p) for p in PREDICTORS},
+            "calls_right_after_compaction": {p: error_stats(after, p) for p in PREDICTORS},
         },
         "calls": [dataclasses.asdict(r) for r in run.records],
     }

@@ -138,3 +138,59 @@ def test_a_chain_that_compacts_a_copy_does_not_calibrate_on_the_copys_usage() ->
     plain = compact_history(history, config=cfg, calibrate=False)
     assert plain.tokens_after == pytest.approx(truth(plain.messages), rel=0.02)
     assert scaled.tokens_after < 0.8 * truth(scaled.messages)  # what it used to trust
+
+
+def _two_compactions(provider: object) -> tuple[object, object, object]:
+    """A run whose usage reports come from ``provider`` (a token counter): compact, make the
+    model call the compacted history gets (reported by ``provider``), read two more dumps
+    and compact again."""
+    from langchain_compact.tokens import TokenCounter
+
+    count: TokenCounter = provider  # type: ignore[assignment]
+    history, _truth = _history()
+    usage = {"input_tokens": count(history[:-2]), "output_tokens": 10, "total_tokens": 0}
+    history[-2] = history[-2].model_copy(update={"usage_metadata": usage})
+    cfg = CompactionConfig(context_window=2200, keep_last_n=2)
+    first = compact_history(history, config=cfg)
+    rng = random.Random(11)
+    grown = list(first.messages)
+    for i in range(2):
+        usage = {"input_tokens": count(grown), "output_tokens": 10, "total_tokens": 0}
+        call = {"name": "dump", "args": {"i": 10 + i}, "id": f"d{i}"}
+        grown.append(AIMessage("", tool_calls=[call], usage_metadata=usage, id=f"a{i}"))
+        grown.append(
+            ToolMessage(_hex(rng, 40) + " " + PROSE[:400], tool_call_id=f"d{i}", id=f"t{i}")
+        )
+    second = compact_history(grown, config=cfg)
+    return first, second, count
+
+
+def _error(result: object, count: object) -> float:
+    real = count(result.messages)  # type: ignore[attr-defined, operator]
+    return abs(result.tokens_after - real) / real  # type: ignore[attr-defined]
+
+
+def test_a_provider_that_counts_like_characters_is_followed_after_one_compaction() -> None:
+    """The first compaction counts with tiktoken (the default) and stores both estimates;
+    the model call after it reports the real size, which the caller's counter predicted
+    better here, so the next compaction counts with the caller's counter."""
+    from langchain_compact.markers import get_meta
+    from langchain_compact.tokens import approximate_tokens
+
+    first, second, count = _two_compactions(approximate_tokens)
+    estimates = get_meta(first.summary)["estimates"]
+    assert set(estimates) == {"precise", "local"}
+    reported = count(first.messages)
+    assert abs(estimates["local"] - reported) < abs(estimates["precise"] - reported)
+    assert get_meta(second.summary)["precise"] is False
+    assert _error(second, count) <= 0.03 < _error(first, count)
+
+
+def test_a_provider_that_counts_like_tiktoken_keeps_the_precise_count() -> None:
+    from langchain_compact.markers import get_meta
+
+    truth = precise_counter()
+    assert truth is not None
+    first, second, count = _two_compactions(truth)
+    assert get_meta(second.summary)["precise"] is True
+    assert _error(first, count) <= 0.03 and _error(second, count) <= 0.03
