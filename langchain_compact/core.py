@@ -474,6 +474,7 @@ class Compactor:
             "merged_summaries": result.merged,
             "errors": list(result.errors),
             "prepared": result.prepared,
+            "cause": str(summary_meta.get("cause", "")),
         }
 
     def _report(self, result: CompactionResult, seconds: float) -> None:
