@@ -43,6 +43,7 @@ from langchain_compact._ops import (
     Outcome,
     archive_and_tag,
     archive_originals,
+    facts_bound,
     summarize_steps,
     summary_bound,
 )
@@ -393,9 +394,10 @@ def summarize_span(
             text = f"{prepared_text}\n\nSince then:\n{more}"
             draft.used += f" + {more_used}"
     draft.errors += errors
-    # Facts the text dropped: up to half the configured bound (not the one the room
-    # squeezed), within the room up to halfway to the fit limit.
-    left, cap = draft.room(facts=True), summary_bound(draft.config) // 2
+    # Facts the text dropped: up to the facts bound (half the configured summary bound,
+    # more in a large window; not the bound the room squeezed), within the room up to
+    # halfway to the fit limit.
+    left, cap = draft.room(facts=True), facts_bound(draft.config)
     written = draft.counter([HumanMessage(text)])
     spare = cap if left is None else max(MIN_SUPPLEMENT_TOKENS, min(cap, left - written))
     draft.supplement = fidelity_supplement(readable, text, max_tokens=spare)

@@ -193,6 +193,18 @@ def summary_bound(config: CompactionConfig) -> int:
     return max(64, min(config.summary_max_tokens, budget))
 
 
+def facts_bound(config: CompactionConfig) -> int:
+    """Tokens the fidelity supplement of one compaction may take (the facts its summary
+    dropped): half the summary bound, or a quarter of the summary budget when that is
+    larger. A summary bound fixed in tokens (2,000 by default) holds the facts of a few
+    dozen turns; in a large window a compaction takes hundreds, and their facts fit in the
+    room it frees (a 128k window: 8,000 tokens, about 600 fact lines)."""
+    half = summary_bound(config) // 2
+    if config.context_window is None:
+        return half
+    return max(half, int(config.summary_budget_ratio * config.context_window) // 4)
+
+
 def summarize_steps(
     summarizer: Summarizer, messages: list[BaseMessage], config: CompactionConfig, bound: int
 ) -> Generator[Op, Outcome, tuple[str, str, list[str]]]:

@@ -396,7 +396,7 @@ def fidelity_supplement(
     span: Sequence[BaseMessage],
     summary: str,
     *,
-    max_items: int = 60,
+    max_items: int | None = None,
     max_tokens: int | None = None,
 ) -> str:
     """Details of ``span`` that ``summary`` dropped, as a supplement to append ('' if none).
@@ -474,7 +474,8 @@ def fidelity_supplement(
     for item, ctx in missing.items():
         line = f"- {item}: {ctx}"
         cost = approximate_tokens([HumanMessage(line)]) - 6
-        if len(lines) >= max_items or (max_tokens is not None and used + cost > max_tokens):
+        full = max_items is not None and len(lines) >= max_items
+        if full or (max_tokens is not None and used + cost > max_tokens):
             break
         lines.append(line)
         used += cost

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 
 from langchain_compact import CompactionConfig
 from langchain_compact._facts import FACTS_MARK, condense_summary, placeholder_facts, with_facts
@@ -217,3 +221,55 @@ def test_a_tool_outcome_labelled_with_its_call_ranks_as_the_fact_it_holds() -> N
     for k in range(6):
         assert f"RESULT step={k} value={700000 + k}" in soft
     assert "called" not in soft and "WARNING" not in soft
+
+
+class BriefSummarizer(BaseChatModel):
+    """A chat model that, like an LLM with a bounded summary, keeps the first two and the
+    newest twenty ``RESULT step=K value=V`` lines it is shown and nothing else."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "brief"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        text = "\n".join(m.text for m in messages)
+        found = list(dict.fromkeys(re.findall(r"RESULT step=\d+ value=\d+", text)))
+        kept = found[:2] + found[2:][-20:]
+        reply = AIMessage("\n".join(f"- {line}" for line in kept) or "- nothing yet")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def test_a_compaction_of_a_long_span_in_a_large_window_carries_every_fact() -> None:
+    """128k window, a 150-step dependent task (about 1,600 tokens a step): the first
+    compaction folds in about 128 turns. Their summary keeps 22 values; the fidelity
+    supplement brings back the rest (it used to stop at 60 items, and the run ended
+    BLOCKED with 44 values gone from the context)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_compact import LLMSummarizer, create_compacting_agent
+    from langchain_compact.demo import ContextReadingPolicy, DependentTask
+    from langchain_compact.markers import EVENT_KEY
+
+    task = DependentTask(steps=150)
+    agent = create_compacting_agent(
+        ContextReadingPolicy(),
+        task.tools(),
+        config=CompactionConfig(context_window=128_000),
+        summarizer=LLMSummarizer(BriefSummarizer()),
+        checkpointer=InMemorySaver(),
+    )
+    run = {"configurable": {"thread_id": "long"}, "recursion_limit": 1_000}
+    compactions, state = 0, {}
+    for mode, chunk in agent.stream(
+        {"messages": [HumanMessage(task.prompt(), id="task")]},
+        run,
+        stream_mode=["custom", "values"],
+    ):
+        if mode == "custom":
+            compactions += chunk[EVENT_KEY].get("event") == "compaction"
+        else:
+            state = chunk
+    assert compactions >= 1
+    assert task.check(state["messages"][-1].text).ok, state["messages"][-1].text[:200]
