@@ -269,16 +269,19 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
             elif part and not _FILLER_RE.match(part):
                 entries.append((False, part))
     # Duplicates and contained lines: the newest copy of a line stays, a line that a longer
-    # line states whole goes (longest first, so each line is checked against kept ones).
+    # line of the same rank or better states whole goes (longest first, so each line is
+    # checked against kept ones). A fact inside a call or a placeholder's wording stays on
+    # its own line: those go first when the bound is tight, and would take it along.
     newest = {t: i for i, (h, t) in enumerate(entries) if not h}
     keep = {i for i, (h, t) in enumerate(entries) if h or newest[t] == i}
-    kept_texts: list[str] = []
+    kept_texts: list[tuple[str, int]] = []
     for i in sorted((i for i in keep if not entries[i][0]), key=lambda i: -len(entries[i][1])):
         line = entries[i][1]
-        if len(line) >= 8 and any(line in other for other in kept_texts):
+        rank = _rank(line)
+        if len(line) >= 8 and any(line in other and r <= rank for other, r in kept_texts):
             keep.discard(i)
         else:
-            kept_texts.append(line)
+            kept_texts.append((line, rank))
     overhead = approximate_tokens([HumanMessage("")])
     cost = {i: approximate_tokens([HumanMessage(f"- {entries[i][1]}")]) - overhead for i in keep}
     total = approximate_tokens([HumanMessage("")]) - overhead

@@ -388,6 +388,18 @@ def _unwrapped(item: str, ctx: str) -> str:
     return ctx
 
 
+def _fact_segments(source: str) -> list[str]:
+    """The lines of ``source``, with the facts a placeholder kept (joined with ``" | "``
+    after ``facts kept:``, and carried so into summaries) one per line and unprefixed, so
+    each is judged and quoted as the fact it is."""
+    out = []
+    for raw in source.replace(" | ", "\n").splitlines():
+        line = raw.strip().removeprefix("- ").strip()
+        out.append(line.removeprefix(_KEPT_PREFIX).strip())
+    return out
+
+
+_KEPT_PREFIX = FACTS_MARK.strip()
 _PAIR = re.compile(r"([A-Za-z_][\w.-]*)\s*[=:]\s*(\d[\d.,]{3,}\d)")
 """A ``key=value`` / ``key: value`` pair whose value is a number of five or more characters."""
 
@@ -436,28 +448,35 @@ def fidelity_supplement(
     sources = primary + secondary
     missing: dict[str, str] = {}  # item -> its context, in order of appearance
     for source in sources:
+        # A placeholder's kept facts are joined with " | ": an item's context is its own
+        # fact, not the neighbouring ones (a long context costs the bound other facts).
+        segments = "\n".join(_fact_segments(source))
         for item in salient_items(source):
             if item not in summary and item not in missing:
-                missing[item] = _unwrapped(item, context_of(item, source))
+                missing[item] = _unwrapped(item, context_of(item, segments))
     # A value is kept with its key: ``"previous": 674004`` in a later call's arguments does
     # not say that step 7 produced it, so the fact line ``step=7 value=674004`` is missing.
     pairs = set(_PAIR.findall(summary))
+    paired: set[str] = set()  # values of numeric ``key = value`` facts
     for source in sources:
-        for line in source.replace(" | ", "\n").splitlines():
+        for line in _fact_segments(source):
             if not is_key_fact(line):
                 continue
             for key, value in _PAIR.findall(line):
+                paired.add(value)
                 if value not in missing and (key, value) not in pairs:
                     missing[value] = _unwrapped(value, context_of(value, line))
     if not missing:
         return ""
-    # Identifiers first (ticket ids, URLs, paths), plain numbers last: under a tight bound
-    # the supplement keeps what is hardest to recover. A number that is the value of a
-    # ``key = value`` fact comes right after the identifiers. The sort is stable.
-    # (Its context is then that fact line, wherever the item appeared first.)
+    # Identifiers (ticket ids, URLs, paths) and the values of numeric ``key = value`` facts
+    # first, plain numbers last: under a tight bound the supplement keeps what is hardest
+    # to recover (a value a tool computed as much as a path: paths from the warning lines
+    # of a hundred logs used to push every computed value out). Other numbers on a key
+    # fact line come next. The sort is stable. (A fact's context is then that fact line,
+    # wherever the item appeared first.)
     facts: dict[str, str] = {}
     for source in sources:
-        for line in source.replace(" | ", "\n").splitlines():
+        for line in _fact_segments(source):
             if any(item in line for item in missing) and is_key_fact(line):
                 for item in salient_items(line):
                     if item in missing and item not in facts:
@@ -466,7 +485,7 @@ def fidelity_supplement(
 
     def rank(item: str) -> int:
         base = salient_rank(item)
-        return 0 if base == 0 else 1 if item in facts else 1 + base
+        return 0 if base == 0 or item in paired else 1 if item in facts else 1 + base
 
     missing = dict(sorted(missing.items(), key=lambda kv: rank(kv[0])))
     lines: list[str] = []

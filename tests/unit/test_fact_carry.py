@@ -6,11 +6,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from langchain_compact import CompactionConfig
+from langchain_compact import CompactionConfig, compact_messages
 from langchain_compact._facts import FACTS_MARK, condense_summary, placeholder_facts, with_facts
 from langchain_compact.compaction import compact_history
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, get_meta, with_meta
@@ -241,6 +242,30 @@ class BriefSummarizer(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
+class ExcerptSummarizer(BaseChatModel):
+    """A chat model that answers with excerpts of what it is shown, as an extractive LLM
+    summary would: the first three and the newest twenty-five lines that carry data (tool
+    outcomes, the facts a placeholder kept, warnings with their paths)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "excerpt"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        lines = [
+            line.strip()
+            for m in messages
+            for line in m.text.splitlines()
+            if re.search(r"RESULT step=|facts kept:|WARNING ", line)
+        ]
+        lines = list(dict.fromkeys(lines))
+        kept = lines[:3] + lines[3:][-25:]
+        reply = AIMessage("\n".join(f"- {line.lstrip('- ')}" for line in kept) or "- nothing")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
 def test_a_compaction_of_a_long_span_in_a_large_window_carries_every_fact() -> None:
     """128k window, a 150-step dependent task (about 1,600 tokens a step): the first
     compaction folds in about 128 turns. Their summary keeps 22 values; the fidelity
@@ -273,3 +298,91 @@ def test_a_compaction_of_a_long_span_in_a_large_window_carries_every_fact() -> N
             state = chunk
     assert compactions >= 1
     assert task.check(state["messages"][-1].text).ok, state["messages"][-1].text[:200]
+
+
+def test_a_fact_inside_a_dropped_line_survives_condensing() -> None:
+    """The line that states a fact whole may be a call or a placeholder's wording, which go
+    first under a tight bound: the fact keeps its own line (it used to be removed as
+    contained in the longer line, and then went with it)."""
+    text = "\n".join(
+        [
+            "- [tool result run_step (call_8)] $ ./ci/run.sh --job 8 RESULT step=8 value=11968",
+            "- RESULT step=8 value=11968",
+            *(
+                f"- WARNING io: deprecated call flush() in src/io/flush.py:{100 + i}"
+                for i in range(30)
+            ),
+        ]
+    )
+    dense = condense_summary(text, 120, soft_tokens=60)
+    assert "RESULT step=8 value=11968" in dense
+    assert "[tool result run_step" not in dense
+
+
+def test_a_value_a_placeholder_kept_outranks_paths_from_log_lines() -> None:
+    """Summaries carry a cleared result's kept facts as ``facts kept: A | B | C``. A merge's
+    fidelity check reads them one fact at a time: the computed value is a ``key = value``
+    fact (it was judged on the whole line, prefix included, and lost to a hundred paths
+    from warning lines), and each item is quoted with its own fact, not its neighbours."""
+    warnings = " | ".join(
+        f"WARNING io: deprecated call flush() in src/io{i}/flush.py:{100 + i}" for i in range(60)
+    )
+    summary = with_meta(
+        HumanMessage(f"[Summary #1]\n- facts kept: RESULT step=8 value=11968 | {warnings}"),
+        kind=KIND_SUMMARY,
+    )
+    supplement = fidelity_supplement([summary], "RESULT step=1 value=766457", max_tokens=120)
+    lines = supplement.splitlines()
+    assert lines[1] == "- 11968: RESULT step=8 value=11968"
+    assert all(len(line) < 120 for line in lines)
+
+
+@pytest.mark.parametrize("window", [16_000, 32_000])
+@pytest.mark.parametrize("via", ["graph", "middleware", "lcel"])
+def test_the_dependent_task_keeps_every_value_through_summary_merges(via: str, window: int) -> None:
+    """Several compactions and merges of summaries that each keep only some values: the
+    fidelity checks carry the rest, through every integration."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_compact import CompactionMiddleware, LLMSummarizer, create_compacting_agent
+    from langchain_compact.demo import ContextReadingPolicy, DependentTask
+
+    task = DependentTask(steps=window // 300)
+    config = CompactionConfig(context_window=window)
+    summarizer = LLMSummarizer(ExcerptSummarizer())
+    policy, tools = ContextReadingPolicy(), task.tools()
+    if via == "graph":
+        agent = create_compacting_agent(
+            policy, tools, config=config, summarizer=summarizer, checkpointer=InMemorySaver()
+        )
+    elif via == "middleware":
+        agents = pytest.importorskip("langchain.agents")
+        middleware = CompactionMiddleware(config=config, summarizer=summarizer)
+        agent = agents.create_agent(policy, tools, middleware=[middleware])
+    else:
+        agent = _lcel_agent(policy, tools, compact_messages(config=config, summarizer=summarizer))
+    out = agent.invoke(
+        {"messages": [HumanMessage(task.prompt(), id="task")]},
+        {"configurable": {"thread_id": via}, "recursion_limit": 2_000},
+    )
+    verdict = task.check(out["messages"][-1].text)
+    assert verdict.ok, out["messages"][-1].text[:200]
+
+
+def _lcel_agent(model: Any, tools: Sequence[Any], compactor: Any) -> Any:
+    """A plain tool-calling loop whose model node sends the chain's compacted copy."""
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    bound = model.bind_tools(list(tools))
+
+    def call_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [bound.invoke(compactor.invoke(list(state["messages"])))]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("call_model", call_model)
+    builder.add_node("tools", ToolNode(list(tools)))
+    builder.add_edge(START, "call_model")
+    builder.add_conditional_edges("call_model", tools_condition)
+    builder.add_edge("tools", "call_model")
+    return builder.compile()
