@@ -50,9 +50,13 @@ def resolve_context_window(
     profile = getattr(model, "profile", None) or {}
     window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
     if not isinstance(window, int) or window <= 0:
-        name = type(model).__name__ if model is not None else "no model"
+        why = (
+            f"{type(model).__name__} has no profile['max_input_tokens']"
+            if model is not None
+            else "no model= was given to read profile['max_input_tokens'] from"
+        )
         raise ConfigError(
-            f"context_window is unknown ({name} has no profile['max_input_tokens']); pass "
+            f"context_window is unknown ({why}); pass "
             "CompactionConfig(context_window=<the model's input window in tokens>)."
         )
     return config.with_window(window)

@@ -370,8 +370,10 @@ def test_cleared_and_truncated_originals_are_recoverable_from_the_archive(
 
 
 def test_context_window_comes_from_the_config_or_the_model_profile() -> None:
-    with pytest.raises(ConfigError, match="context_window is unknown"):
+    with pytest.raises(ConfigError, match=r"unknown \(no model= was given .*context_window="):
         CompactionMiddleware()
+    with pytest.raises(ConfigError, match=r"ContextReadingPolicy has no profile"):
+        CompactionMiddleware(model=ContextReadingPolicy())
     model = ContextReadingPolicy(profile={"max_input_tokens": 8000})
     assert CompactionMiddleware(model=model).config.context_window == 8000
     explicit = CompactionConfig(context_window=1234)
