@@ -38,7 +38,12 @@ from langchain_compact.config import CompactionConfig
 from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, kind_of, newest_boundary
 from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.redaction import maybe_redact
-from langchain_compact.summarizers import LLMSummarizer, Summarizer, check_summary_text
+from langchain_compact.summarizers import (
+    LLMSummarizer,
+    Summarizer,
+    check_summary_text,
+    over_bound,
+)
 from langchain_compact.tokens import TiktokenCounter, TokenCounter, precise_counter
 
 if TYPE_CHECKING:
@@ -281,7 +286,10 @@ def usable_prefix(
         return 0, "prepared before another compaction (or on another branch)"
     if prepared.settings != config_key(config, summarizer):
         return 0, "the settings or the summarizer changed"
-    if counter_text(prepared.text, counter) > summary_bound(config):
+    if over_bound(prepared.text, summary_bound(config)):
+        # The rule the summary passed when it was written (a summary within it is condensed
+        # to the room at the trigger); discarding one the trigger would accept as written
+        # threw a summarizer call away and made another.
         return 0, "longer than the summary bound"
     span = plan.span
     if len(prepared.span_ids) > len(span):

@@ -52,6 +52,7 @@ __all__ = [
     "check_summary_text",
     "dense_merge",
     "fidelity_supplement",
+    "over_bound",
 ]
 
 SUMMARIZER_TAG = "langchain_compact:summarizer"
@@ -100,14 +101,20 @@ class Summarizer(Protocol):
         ...
 
 
+def over_bound(text: str, max_tokens: int) -> bool:
+    """Whether a summary ``text`` is over ``max_tokens``, with 25% + 20 tokens of slack
+    (models and counters disagree a little on lengths). One rule for a summary written at
+    the trigger and one prepared before it."""
+    return approximate_tokens([HumanMessage(text)]) > max_tokens * 1.25 + 20
+
+
 def check_summary_text(text: object, max_tokens: int) -> str:
     """Return ``text`` stripped, or raise :class:`SummarizerError` when it is not usable as a
-    summary: not a string, empty, or over ``max_tokens`` (25% + 20 tokens of slack, since
-    models and counters disagree a little on lengths)."""
+    summary: not a string, empty, or over ``max_tokens`` (see :func:`over_bound`)."""
     if not isinstance(text, str) or not text.strip():
         raise SummarizerError("the summarizer returned empty text.")
     tokens = approximate_tokens([HumanMessage(text)])
-    if tokens > max_tokens * 1.25 + 20:
+    if over_bound(text, max_tokens):
         raise SummarizerError(
             f"the summary is over its bound (~{tokens} tokens > {max_tokens}); "
             "the model ignored the output limit."

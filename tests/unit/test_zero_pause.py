@@ -554,3 +554,39 @@ def test_a_prepare_that_raises_never_fails_the_run_which_compacts_on_the_spot(
     assert task.check(state["messages"][-1].text).ok
     compactions = [e for e in events if e["event"] == "compaction"]
     assert compactions and all(e["prepared"] == "" for e in compactions)
+
+
+def test_a_prepared_summary_is_held_to_the_bound_a_summary_at_the_trigger_is() -> None:
+    """Within the slack a summary written at the trigger gets (25% + 20 tokens), a prepared
+    one is used, condensed to the room if need be; it used to be discarded when a token
+    over the bound, and the trigger wrote another (at 32k, 7 of 13 prepared summaries of
+    the long synthetic run were thrown away so)."""
+    import dataclasses
+
+    from langchain_compact._prepare import usable_prefix
+
+    model = FactKeeper()
+    core = _core(model)
+    history = _history(10)
+    prepared = core.prepare(history, "t")
+    assert prepared is not None
+    later = [*history, *_history(11)[21:]]
+    plan = plan_compaction(later, core.config)
+    assert plan is not None
+    bound = summary_bound(core.config)
+    checks = {}
+    for share in (1.1, 2.0):
+        lines: list[str] = []
+        while approximate_tokens([HumanMessage("\n".join(lines))]) < bound * share:
+            lines.append(f"- RESULT step={len(lines)} value={1000 + len(lines)}")
+        record = dataclasses.replace(prepared, text="\n".join(lines))
+        checks[share] = usable_prefix(
+            record,
+            later,
+            plan,
+            config=core.config,
+            summarizer=core.summarizer,
+            counter=core.counter,
+        )
+    assert checks[1.1][0] == len(prepared.span_ids)
+    assert checks[2.0] == (0, "longer than the summary bound")
