@@ -28,7 +28,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from langchain_compact._compaction_plan import (
     CompactionResult,
@@ -486,8 +486,6 @@ def count_precisely(
     precise = precise_counter()
     if precise is None:
         return False
-    if calibrate and precise_verdict(messages) is False:
-        return False  # this thread's provider follows the caller's counter better
     measured = calibration(messages, counter=precise, tools=tools) if calibrate else (1.0, 0)
     if measured is None:
         return False
@@ -496,66 +494,6 @@ def count_precisely(
     draft.extra = precise.count_tools(tools) if tools else 0
     draft.scale, draft.overhead = _capped(measured, draft.config)
     return True
-
-
-def precise_verdict(messages: Sequence[BaseMessage]) -> bool | None:
-    """Whether tiktoken, calibrated, predicts this thread's provider better than the
-    caller's counter: judged on the previous compaction, whose boundary stores both
-    estimates of the history it left, against the first usage report made on that history
-    (the model call right after it). A provider whose tokenizer follows characters more than
-    o200k's BPE (a local model, a scripted one) is then counted with the caller's counter.
-    The verdict is carried from boundary to boundary until a new report decides again;
-    ``None`` before any evidence (tiktoken is the default)."""
-    b, kept = newest_boundary(messages)
-    if b < 0:
-        return None
-    meta = get_meta(messages[b])
-    earlier = meta.get("precise")
-    verdict = earlier if isinstance(earlier, bool) else None
-    estimates = meta.get("estimates")
-    if not isinstance(estimates, dict):
-        return verdict
-    precise, local = estimates.get("precise"), estimates.get("local")
-    if not isinstance(precise, int) or not isinstance(local, int):
-        return verdict
-    for message in messages[b + 1 :]:
-        if isinstance(message, AIMessage) and message.id not in kept:
-            usage = message.usage_metadata
-            reported = usage.get("input_tokens", 0) if usage else 0
-            if reported <= 0:
-                return verdict
-            return abs(precise - reported) <= abs(local - reported)
-    return verdict
-
-
-def _estimates(
-    draft: _Draft,
-    messages: Sequence[BaseMessage],
-    pending: Sequence[BaseMessage],
-    tools: Sequence[Any] | None,
-    tokens_after: int,
-) -> dict[str, int] | None:
-    """The size of ``pending`` both ways, tiktoken calibrated on the newest usage report
-    and the caller's counter calibrated on it (one of them is ``tokens_after``), for
-    :func:`precise_verdict` at the next compaction. ``None`` when no report calibrates."""
-    if draft.units is not None:
-        counter, extra = draft.units
-        measured = calibration(messages, counter=counter, tools=tools)
-        if measured is None:
-            return None
-        scale, overhead = _capped(measured, draft.config)
-        local = round((counter(pending) + extra) * scale) + overhead
-        return {"precise": tokens_after, "local": local}
-    precise = precise_counter()
-    if precise is None or isinstance(draft.counter, TiktokenCounter):
-        return None
-    measured = calibration(messages, counter=precise, tools=tools)
-    if measured is None:
-        return None
-    scale, overhead = _capped(measured, draft.config)
-    tool_tokens = precise.count_tools(tools) if tools else 0
-    estimate = round((precise(pending) + tool_tokens) * scale) + overhead
-    return {"precise": estimate, "local": tokens_after}
 
 
 def fit_next_call(
@@ -664,8 +602,6 @@ def compaction_steps(
         refill_streak=refill_streak,
         cause=cause,
         prepared_note=prepared_note,
-        tools=tools,
-        calibrate=calibrate,
     )
 
 
@@ -684,8 +620,6 @@ def finish(
     refill_streak: int,
     cause: str,
     prepared_note: str = "",
-    tools: Sequence[Any] | None = None,
-    calibrate: bool = True,
 ) -> CompactionResult:
     """The boundary marker, its metadata and the result."""
     config = draft.config
@@ -712,13 +646,6 @@ def finish(
             low, high = RATIO_BOUNDS
             ratio = max(0.0, tokens_after - draft.overhead) / local
             meta["calibration"] = round(min(high, max(low, ratio)), 4)
-    if calibrate:
-        estimates = _estimates(draft, messages, pending, tools, tokens_after)
-        if estimates is not None:
-            meta["estimates"] = estimates
-        verdict = precise_verdict(messages)
-        if verdict is not None:
-            meta["precise"] = verdict
     # The thrash guard counts compactions in a row, each within one model turn of the last,
     # that left the context over the trigger and no smaller than they found it: no
     # progress. One that frees room is progress even when the next large result fills a

@@ -45,8 +45,7 @@ DEFAULT_LARGE_TOOL_RESULT_CHARS = 5_000
 DEFAULT_MICRO_TRIGGER_RATIO = 0.75
 DEFAULT_MICRO_TARGET_RATIO = 0.3
 DEFAULT_LARGE_RESULT_RATIO = 0.2
-DEFAULT_FOLD_RATIO = 2.0
-MAX_FOLD_RATIO = 10.0
+DEFAULT_FOLD_RATIO = 1.0
 DEFAULT_TASK_MAX_RATIO = 0.25
 DEFAULT_REPLY_RESERVE_CAP = 4_096
 DEFAULT_PREPARE_RATIO = 0.6
@@ -129,11 +128,8 @@ class CompactionConfig:
     fold_ratio: float = DEFAULT_FOLD_RATIO
     """When the originals of the results cleared since the last compaction pass
     ``fold_ratio * context_window`` tokens, a compaction folds them into a summary (the
-    summarizer reads the archived originals, not the placeholders). Default 2.0 (at most
-    10): two windows' worth of cleared originals; until then each placeholder keeps its
-    facts visible. Each fold is a summarizer call and a break of the cached prefix: on the
-    long synthetic run, folding after one window's worth cost 8 to 10% more than after two,
-    with the same facts kept."""
+    summarizer reads the archived originals, not the placeholders). Default 1.0: a window's
+    worth of cleared originals; until then each placeholder keeps its facts visible."""
 
     prepare: bool | None = None
     """Prepare the summary before the trigger, so that compacting at the trigger is a state
@@ -209,7 +205,7 @@ class CompactionConfig:
         _check_ratio(self, "micro_trigger_ratio")
         _check_ratio(self, "micro_target_ratio")
         _check_ratio(self, "large_result_ratio")
-        _check_ratio(self, "fold_ratio", high=MAX_FOLD_RATIO)
+        _check_ratio(self, "fold_ratio")
         _check_ratio(self, "task_max_ratio")
         _check_ratio(self, "prepare_ratio")
         if self.prepare is not None and not isinstance(self.prepare, bool):
@@ -340,9 +336,7 @@ def _check_int(cfg: CompactionConfig, name: str, *, low: int, optional: bool = F
         raise ConfigError(f"{name}={value!r} is out of range: use {allowed}.")
 
 
-def _check_ratio(cfg: CompactionConfig, name: str, *, high: float = 1) -> None:
+def _check_ratio(cfg: CompactionConfig, name: str) -> None:
     value = getattr(cfg, name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= high:
-        raise ConfigError(
-            f"{name}={value!r} is out of range: use a number with 0 < {name} <= {high:g}."
-        )
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ConfigError(f"{name}={value!r} is out of range: use a number with 0 < {name} <= 1.")

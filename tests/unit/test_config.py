@@ -25,7 +25,7 @@ def test_defaults_follow_the_design() -> None:
     # Do no harm: nothing removed below the micro trigger; large results by window share.
     assert cfg.large_tool_result_chars is None
     assert (cfg.micro_trigger_ratio, cfg.micro_target_ratio) == (0.75, 0.3)
-    assert (cfg.large_result_ratio, cfg.fold_ratio, cfg.task_max_ratio) == (0.2, 2.0, 0.25)
+    assert (cfg.large_result_ratio, cfg.fold_ratio, cfg.task_max_ratio) == (0.2, 1.0, 0.25)
     assert cfg.reply_reserve_tokens is None
     assert CompactionConfig(context_window=128_000).fit_tokens == 128_000 - 4_096
     assert CompactionConfig(context_window=8_000).fit_tokens == 8_000 - 400

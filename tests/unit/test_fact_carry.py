@@ -267,10 +267,10 @@ class ExcerptSummarizer(BaseChatModel):
 
 
 def test_a_compaction_of_a_long_span_in_a_large_window_carries_every_fact() -> None:
-    """128k window, a 150-step dependent task (about 1,600 tokens a step), folding once a
-    window's worth of results was cleared: the first compaction folds in about 128 turns.
-    Their summary keeps 22 values; the fidelity supplement brings back the rest (it used to
-    stop at 60 items, and the run ended BLOCKED with 44 values gone from the context)."""
+    """128k window, a 150-step dependent task (about 1,600 tokens a step): the first
+    compaction folds in about 128 turns. Their summary keeps 22 values; the fidelity
+    supplement brings back the rest (it used to stop at 60 items, and the run ended
+    BLOCKED with 44 values gone from the context)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from langchain_compact import LLMSummarizer, create_compacting_agent
@@ -281,7 +281,7 @@ def test_a_compaction_of_a_long_span_in_a_large_window_carries_every_fact() -> N
     agent = create_compacting_agent(
         ContextReadingPolicy(),
         task.tools(),
-        config=CompactionConfig(context_window=128_000, fold_ratio=1.0),
+        config=CompactionConfig(context_window=128_000),
         summarizer=LLMSummarizer(BriefSummarizer()),
         checkpointer=InMemorySaver(),
     )
