@@ -475,12 +475,12 @@ def fidelity_supplement(
                     missing[value] = _unwrapped(value, context_of(value, line))
     if not missing:
         return ""
-    # Identifiers (ticket ids, URLs, paths) and the values of numeric ``key = value`` facts
-    # first, plain numbers last: under a tight bound the supplement keeps what is hardest
-    # to recover (a value a tool computed as much as a path: paths from the warning lines
-    # of a hundred logs used to push every computed value out). Other numbers on a key
-    # fact line come next. The sort is stable. (A fact's context is then that fact line,
-    # wherever the item appeared first.)
+    # Ticket-like ids, URLs and the values of numeric ``key = value`` facts first, then the
+    # other items of key fact lines (paths among them), plain numbers last: under a tight
+    # bound the supplement keeps what is hardest to recover (the paths in the warning lines
+    # of a hundred logs used to rank with the values a tool computed, and push them out).
+    # The sort is stable. (A fact's context is then that fact line, wherever the item
+    # appeared first.)
     facts: dict[str, str] = {}
     for source in sources:
         for line in _fact_segments(source):
