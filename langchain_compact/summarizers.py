@@ -519,15 +519,16 @@ def dense_merge(
     The text is condensed first (see :func:`~langchain_compact._facts.condense_summary`:
     calls and log lines beyond ``soft_tokens`` go), then the fidelity check runs on the key
     facts left, so a value the summarizer kept only inside a call comes back as its fact
-    line (ids first, then ``key = value`` facts); then the whole is condensed again.
+    line (ids and ``key = value`` facts first, in the order they appear); then the whole
+    is condensed again.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> s = [HumanMessage("- RESULT step=1 value=766457"), HumanMessage("- ticket QX-12")]
         >>> print(dense_merge(s, "- called f(766457)", 200, soft_tokens=2))
         ## Supplement: details the summary left out (verbatim)
-        - ticket QX-12
         - RESULT step=1 value=766457
+        - ticket QX-12
         - (1 older entries omitted; archived)
     """
     dense = condense_summary(text, max_tokens, soft_tokens=soft_tokens)
