@@ -475,8 +475,8 @@ def count_precisely(
     content that set it: a 4,000-token window stopped at 3,507 real tokens, estimated
     3,959; against llama.cpp (SentencePiece) the estimate right after a compaction erred
     8.6% (median, worst 30%), 1.3% (worst 5.4%) with this count (README, "Token accounting
-    against a real server"). Results cleared since the report are credited in the caller's
-    units, so after clearing the count can run high (README, "Known limits"). It costs one
+    against a real server"). Results cleared since the report are credited as tiktoken
+    counts them (``saved_precise``; ``tokens._tiktoken_credit``). It costs one
     tiktoken pass over the messages not counted before (about 60 ms per 300,000 tokens;
     cached per text). Skipped when the caller
     counts with tiktoken already, when the encoding cannot be loaded here, or when no usage

@@ -59,6 +59,7 @@ from langchain_compact.tokens import (
     approximate_tokens,
     check_message,
     context_tokens,
+    precise_counter,
 )
 
 __all__ = [
@@ -140,6 +141,18 @@ def _placeholder_text(
     return with_facts(new_text, text)
 
 
+def _saved_precise(text: str, new_text: str, earlier: int = 0) -> dict[str, int]:
+    """``{"saved_precise": n}``: what a replacement saved as tiktoken (o200k) counts it,
+    plus ``earlier`` (saved since the same usage report), so a calibration that counts
+    with tiktoken credits the report in its own units (``saved_tokens`` is in the
+    configured counter's); ``{}`` where tiktoken cannot be loaded."""
+    precise = precise_counter()
+    if precise is None:
+        return {}
+    saved = max(0, precise.count_text(text) - precise.count_text(new_text))
+    return {"saved_precise": saved + earlier}
+
+
 def _clear_one(
     msg: ToolMessage, template: str, name: str, counter: TokenCounter, anchor: str | None
 ) -> BaseMessage | None:
@@ -155,7 +168,9 @@ def _clear_one(
     removed = int(meta.get("removed_tokens", 0)) + saved
     # ``saved_tokens`` credits the newest usage report: what was removed since it was made
     # (a cut made after the same report counts too; one made before it was already seen).
-    since = saved + (int(meta.get("saved_tokens", 0)) if meta.get("usage_anchor") == anchor else 0)
+    same = meta.get("usage_anchor") == anchor
+    since = saved + (int(meta.get("saved_tokens", 0)) if same else 0)
+    earlier = int(meta.get("saved_precise", meta.get("saved_tokens", 0))) if same else 0
     return with_meta(
         msg.model_copy(update={"content": new_text, "artifact": None}),
         kind=KIND_CLEARED,
@@ -163,6 +178,7 @@ def _clear_one(
         saved_tokens=since,
         removed_tokens=removed,
         usage_anchor=anchor,
+        **_saved_precise(text, new_text, earlier),
     )
 
 
@@ -304,6 +320,7 @@ def _truncate_one(
         saved_tokens=saved,
         removed_tokens=saved,
         usage_anchor=anchor,
+        **_saved_precise(text, new_text),
     )
 
 
@@ -735,5 +752,6 @@ def cut_task(
         saved_tokens=saved,
         removed_tokens=saved,
         usage_anchor=anchor,
+        **_saved_precise(text, new_text),
     )
     return i, new

@@ -407,6 +407,8 @@ def _fact_segments(source: str) -> list[str]:
 
 
 _KEPT_PREFIX = FACTS_MARK.strip()
+_ASSIGNED = re.compile(r"(?<![\w.-])([A-Za-z_][\w.-]*)=([\w.,-]+)")
+"""A ``key=value`` pair of any value, the key starting at a word boundary."""
 _PAIR = re.compile(r"([A-Za-z_][\w.-]*)\s*[=:]\s*(\d[\d.,]{3,}\d)")
 """A ``key=value`` / ``key: value`` pair whose value is a number of five or more characters."""
 
@@ -463,15 +465,19 @@ def fidelity_supplement(
                 missing[item] = _unwrapped(item, context_of(item, segments))
     # A value is kept with its key: ``"previous": 674004`` in a later call's arguments does
     # not say that step 7 produced it, so the fact line ``step=7 value=674004`` is missing.
+    # And with the other ``key=value`` pairs of its line: ``ep=32 value=140341`` (a line a
+    # summarizer cut at its start) does not say which step produced the value.
     pairs = set(_PAIR.findall(summary))
+    assigned = set(_ASSIGNED.findall(summary))
     paired: set[str] = set()  # values of numeric ``key = value`` facts
     for source in sources:
         for line in _fact_segments(source):
             if not is_key_fact(line):
                 continue
+            whole = all(p in assigned for p in _ASSIGNED.findall(line))
             for key, value in _PAIR.findall(line):
                 paired.add(value)
-                if value not in missing and (key, value) not in pairs:
+                if value not in missing and ((key, value) not in pairs or not whole):
                     missing[value] = _unwrapped(value, context_of(value, line))
     if not missing:
         return ""

@@ -386,3 +386,12 @@ def _lcel_agent(model: Any, tools: Sequence[Any], compactor: Any) -> Any:
     builder.add_conditional_edges("call_model", tools_condition)
     builder.add_edge("tools", "call_model")
     return builder.compile()
+
+
+def test_a_value_counts_as_kept_only_with_every_key_of_its_line() -> None:
+    """A summarizer that cut a fact line at its start (``ep=32 value=140341``) kept the
+    value and its key, but not which step produced it: the fact line comes back."""
+    span = [HumanMessage("RESULT step=32 value=140341")]
+    supplement = fidelity_supplement(span, "- ep=32 value=140341")
+    assert "RESULT step=32 value=140341" in supplement
+    assert fidelity_supplement(span, "- RESULT step=32 value=140341") == ""

@@ -138,3 +138,19 @@ def test_a_chain_that_compacts_a_copy_does_not_calibrate_on_the_copys_usage() ->
     plain = compact_history(history, config=cfg, calibrate=False)
     assert plain.tokens_after == pytest.approx(truth(plain.messages), rel=0.02)
     assert scaled.tokens_after < 0.8 * truth(scaled.messages)  # what it used to trust
+
+
+def test_results_cleared_after_the_report_are_credited_in_tiktoken_units() -> None:
+    """Micro-compaction cleared the hex dumps after the usage report that counted them: the
+    calibration adds back what they took as tiktoken counts it (``saved_precise``), not the
+    character estimate of it, which put the compacted history 15 to 20% high."""
+    from langchain_compact.microcompact import clear_tool_results
+    from langchain_compact.tokens import approximate_tokens
+
+    history, truth = _history()
+    cleared = clear_tool_results(history, keep=0, counter=approximate_tokens)
+    assert sum(kind_of(m) == "cleared" for m in cleared) == 3
+    cfg = CompactionConfig(context_window=2200, keep_last_n=2)
+    result = compact_history(cleared, config=cfg)
+    real = truth(result.messages)
+    assert abs(result.tokens_after - real) <= 0.03 * real
