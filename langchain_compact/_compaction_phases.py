@@ -474,7 +474,7 @@ def count_precisely(
     measured on the whole history runs high or low once the compaction has removed the
     content that set it: a 4,000-token window stopped at 3,507 real tokens, estimated
     3,959; against llama.cpp (SentencePiece) the estimate right after a compaction erred
-    8.6% (median, worst 30%), 1.3% (worst 5.4%) with this count (README, "Token accounting
+    8.6% (median, worst 30%), 2.0% (worst 3.3%) with this count (README, "Token accounting
     against a real server"). Results cleared since the report are credited as tiktoken
     counts them (``saved_precise``; ``tokens._tiktoken_credit``). It costs one
     tiktoken pass over the messages not counted before (about 60 ms per 300,000 tokens;
