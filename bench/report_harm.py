@@ -3,6 +3,7 @@ per window, the 12-turn scenario (used by :mod:`bench.report`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bench.scenarios import SCENARIO_SYSTEMS
@@ -49,15 +50,23 @@ def fresh_cell(fresh: dict[str, int]) -> str:
     return f"{fresh['hidden']}/{fresh['results']} ({fresh['hidden_would_fit']} would fit)"
 
 
+def _window_table(
+    results: dict[str, Any], column: str, cell: Callable[[dict[str, Any], str], str]
+) -> str:
+    """One row per system, one ``{window}: {column}`` column per transcript window;
+    ``cell(window_results, system)`` writes a cell."""
+    tr = results["transcripts"]
+    windows = list(tr)
+    header = ["system"] + [f"{_k(w)}: {column}" for w in windows]
+    rows = [[name(s), *(cell(tr[w], s) for w in windows)] for s in _systems(results)]
+    return table(header, rows)
+
+
 def fresh_table(results: dict[str, Any]) -> str:
     """Fresh tool results hidden on their first view, per system and window."""
-    windows = list(results["transcripts"])
-    header = ["system"] + [f"{_k(w)}: hidden / fresh (would fit)" for w in windows]
-    rows = []
-    for s in _systems(results):
-        cells = [fresh_cell(results["transcripts"][w][s]["fresh"]) for w in windows]
-        rows.append([name(s), *cells])
-    return table(header, rows)
+    return _window_table(
+        results, "hidden / fresh (would fit)", lambda per, s: fresh_cell(per[s]["fresh"])
+    )
 
 
 def stops_table(results: dict[str, Any]) -> str:
@@ -88,18 +97,13 @@ def stops_table(results: dict[str, Any]) -> str:
 def cache_table(results: dict[str, Any]) -> str:
     """Cached share of input tokens and cost per window (cost relative to
     SummarizationMiddleware's), side by side."""
-    tr = results["transcripts"]
-    windows = list(tr)
-    header = ["system"] + [f"{_k(w)}: cached (cost vs SumMW)" for w in windows]
-    rows = []
-    for s in _systems(results):
-        row = [name(s)]
-        for w in windows:
-            a, p = tr[w][s], tr[w].get(PEER, {})
-            ratio = f"{a['cost_usd'] / p['cost_usd']:.2f}x" if p.get("cost_usd") else "n/a"
-            row.append(f"{_pct(a['cached_tokens'], a['input_tokens'])} ({ratio})")
-        rows.append(row)
-    return table(header, rows)
+
+    def cell(per: dict[str, Any], s: str) -> str:
+        a, p = per[s], per.get(PEER, {})
+        ratio = f"{a['cost_usd'] / p['cost_usd']:.2f}x" if p.get("cost_usd") else "n/a"
+        return f"{_pct(a['cached_tokens'], a['input_tokens'])} ({ratio})"
+
+    return _window_table(results, "cached (cost vs SumMW)", cell)
 
 
 def uncached_table(results: dict[str, Any]) -> str:
@@ -107,43 +111,29 @@ def uncached_table(results: dict[str, Any]) -> str:
     first time (new messages, summaries, placeholders), and content re-sent because the
     cached prefix broke in front of it; shares of the system's input tokens. ``1 - new``
     is the highest cached share the system could reach without any break."""
-    tr = results["transcripts"]
-    windows = list(tr)
-    header = ["system"] + [f"{_k(w)}: new / re-sent (ceiling)" for w in windows]
-    rows = []
-    for s in _systems(results):
-        row = [name(s)]
-        for w in windows:
-            a = tr[w][s]
-            total, new = a["input_tokens"], a.get("new_tokens")
-            if not total or new is None:
-                row.append("n/a")
-                continue
-            resent = a["fresh_tokens"] - new
-            row.append(
-                f"{100 * new / total:.1f}% / {100 * resent / total:.1f}% "
-                f"({100 - 100 * new / total:.1f}%)"
-            )
-        rows.append(row)
-    return table(header, rows)
+
+    def cell(per: dict[str, Any], s: str) -> str:
+        a = per[s]
+        total, new = a["input_tokens"], a.get("new_tokens")
+        if not total or new is None:
+            return "n/a"
+        resent = a["fresh_tokens"] - new
+        return (
+            f"{100 * new / total:.1f}% / {100 * resent / total:.1f}% "
+            f"({100 - 100 * new / total:.1f}%)"
+        )
+
+    return _window_table(results, "new / re-sent (ceiling)", cell)
 
 
 def overview_table(results: dict[str, Any]) -> str:
     """Per window: calls made / scripted, calls over the window, invalid inputs."""
-    tr = results["transcripts"]
-    windows = list(tr)
-    header = ["system"] + [f"{_k(w)}: calls, over window, invalid" for w in windows]
-    rows = []
-    for s in _systems(results):
-        row = [name(s)]
-        for w in windows:
-            a = tr[w][s]
-            row.append(
-                f"{a['calls']}/{a['scripted_calls']}, {a['over_window_calls']}, "
-                f"{a['invalid_calls']}"
-            )
-        rows.append(row)
-    return table(header, rows)
+
+    def cell(per: dict[str, Any], s: str) -> str:
+        a = per[s]
+        return f"{a['calls']}/{a['scripted_calls']}, {a['over_window_calls']}, {a['invalid_calls']}"
+
+    return _window_table(results, "calls, over window, invalid", cell)
 
 
 def scenario_table(results: dict[str, Any]) -> str:
