@@ -113,8 +113,8 @@ def check_summary_text(text: object, max_tokens: int) -> str:
     summary: not a string, empty, or over ``max_tokens`` (see :func:`over_bound`)."""
     if not isinstance(text, str) or not text.strip():
         raise SummarizerError("the summarizer returned empty text.")
-    tokens = approximate_tokens([HumanMessage(text)])
     if over_bound(text, max_tokens):
+        tokens = approximate_tokens([HumanMessage(text)])
         raise SummarizerError(
             f"the summary is over its bound (~{tokens} tokens > {max_tokens}); "
             "the model ignored the output limit."

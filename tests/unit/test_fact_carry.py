@@ -360,38 +360,14 @@ def test_the_dependent_task_keeps_every_value_through_summary_merges(via: str, w
         middleware = CompactionMiddleware(config=config, summarizer=summarizer)
         agent = agents.create_agent(policy, tools, middleware=[middleware])
     else:
-        agent = _lcel_agent(policy, tools, compact_messages(config=config, summarizer=summarizer))
+        # A plain tool-calling loop whose model node sends the chain's compacted copy.
+        from bench.peers import _react_graph
+
+        compactor = compact_messages(config=config, summarizer=summarizer)
+        agent = _react_graph(policy, tools, compactor.invoke)
     out = agent.invoke(
         {"messages": [HumanMessage(task.prompt(), id="task")]},
         {"configurable": {"thread_id": via}, "recursion_limit": 2_000},
     )
     verdict = task.check(out["messages"][-1].text)
     assert verdict.ok, out["messages"][-1].text[:200]
-
-
-def _lcel_agent(model: Any, tools: Sequence[Any], compactor: Any) -> Any:
-    """A plain tool-calling loop whose model node sends the chain's compacted copy."""
-    from langgraph.graph import START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode, tools_condition
-
-    bound = model.bind_tools(list(tools))
-
-    def call_model(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [bound.invoke(compactor.invoke(list(state["messages"])))]}
-
-    builder = StateGraph(MessagesState)
-    builder.add_node("call_model", call_model)
-    builder.add_node("tools", ToolNode(list(tools)))
-    builder.add_edge(START, "call_model")
-    builder.add_conditional_edges("call_model", tools_condition)
-    builder.add_edge("tools", "call_model")
-    return builder.compile()
-
-
-def test_a_value_counts_as_kept_only_with_every_key_of_its_line() -> None:
-    """A summarizer that cut a fact line at its start (``ep=32 value=140341``) kept the
-    value and its key, but not which step produced it: the fact line comes back."""
-    span = [HumanMessage("RESULT step=32 value=140341")]
-    supplement = fidelity_supplement(span, "- ep=32 value=140341")
-    assert "RESULT step=32 value=140341" in supplement
-    assert fidelity_supplement(span, "- RESULT step=32 value=140341") == ""
