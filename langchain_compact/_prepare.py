@@ -271,7 +271,6 @@ def usable_prefix(
     *,
     config: CompactionConfig,
     summarizer: Summarizer,
-    counter: TokenCounter,
 ) -> tuple[int, str]:
     """How many messages of ``plan.span`` the prepared summary covers (``0``: unusable) and
     why. Usable only when it was written under the same boundary and settings, within the
@@ -341,9 +340,7 @@ def use_prepared(
     """
     if prepared is None:
         return Use(plan, None, 0, "")
-    covers, reason = usable_prefix(
-        prepared, messages, plan, config=config, summarizer=summarizer, counter=counter
-    )
+    covers, reason = usable_prefix(prepared, messages, plan, config=config, summarizer=summarizer)
     if covers == 0:
         return Use(plan, None, 0, f"discarded: {reason}")
     rest = plan.span[covers:]

@@ -330,7 +330,6 @@ class Compactor:
                 plan,
                 config=self.config,
                 summarizer=self.summarizer,
-                counter=self.counter,
             )
             return covers == 0
         return True

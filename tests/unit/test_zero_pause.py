@@ -586,7 +586,6 @@ def test_a_prepared_summary_is_held_to_the_bound_a_summary_at_the_trigger_is() -
             plan,
             config=core.config,
             summarizer=core.summarizer,
-            counter=core.counter,
         )
     assert checks[1.1][0] == len(prepared.span_ids)
     assert checks[2.0] == (0, "longer than the summary bound")
