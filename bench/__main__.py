@@ -295,10 +295,8 @@ def dependent_bench(
                     for c, pos in zip(summary_model.log, positions, strict=False)
                     if pos == k
                 ]
-                compacted = bool(calls)
-                if name.startswith("ours"):  # a prepared summary is no compaction yet
-                    before, count = count, peers.compactions_in(model_input)
-                    compacted = count != before
+                ours = name.startswith("ours")
+                compacted, count = peers.compacted_now(ours, count, model_input, bool(calls))
                 log.record(
                     model_input,
                     hook_seconds=0.0,

@@ -307,6 +307,19 @@ def compactions_in(messages: Sequence[BaseMessage]) -> int:
     return compaction_info(messages).count
 
 
+def compacted_now(
+    ours: bool, before: int, model_input: Sequence[BaseMessage], summarizer_ran: bool
+) -> tuple[bool, int]:
+    """Whether the history was compacted for the call that got ``model_input``, and the
+    count to compare the next call with (``before``: the previous one). Ours by the
+    boundary's index (a summarizer call that only prepared a summary for a later trigger
+    is no compaction), the peers by a summarizer call."""
+    if not ours:
+        return summarizer_ran, before
+    count = compactions_in(model_input)
+    return count != before, count
+
+
 class Adapter:
     """Base: a system with its own state, fed the same history as every other system."""
 
@@ -338,11 +351,9 @@ class Adapter:
         model_input, stopped, reason = self._hook()
         calls = self.summary_model.log[mark:]
         model_time = sum(c[2] for c in calls)
-        if self.ours:  # a summarizer call that only prepared a summary is no compaction
-            count = compactions_in(model_input)
-            compacted, self._compactions = count != self._compactions, count
-        else:
-            compacted = bool(calls)
+        compacted, self._compactions = compacted_now(
+            self.ours, self._compactions, model_input, bool(calls)
+        )
         return Prepared(
             model_input=model_input,
             hook_seconds=max(0.0, self._timer - model_time),
@@ -662,6 +673,7 @@ __all__ = [
     "Budget",
     "ExtractiveSummaryModel",
     "Prepared",
+    "compacted_now",
     "compactions_in",
     "dependent_agent",
     "extractive_summary",
