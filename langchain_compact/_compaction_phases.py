@@ -131,6 +131,8 @@ class _Draft:
     used: str = ""
     errors: list[str] = field(default_factory=list)
     merged: int = 0
+    span_tokens: int = 0
+    """Local tokens of the span the summary replaces (its size never exceeds them)."""
     units: tuple[TokenCounter, int] | None = None
     """The caller's counter and tool tokens, once the draft counts precisely (see
     :func:`count_precisely`); ``None`` while it counts with the caller's counter."""
@@ -400,6 +402,8 @@ def summarize_span(
     left, cap = draft.room(facts=True), facts_bound(draft.config)
     written = draft.counter([HumanMessage(text)])
     spare = cap if left is None else max(MIN_SUPPLEMENT_TOKENS, min(cap, left - written))
+    if draft.span_tokens:
+        spare = min(spare, max(0, draft.span_tokens - SUMMARY_HEADER_TOKENS - written))
     draft.supplement = fidelity_supplement(readable, text, max_tokens=spare)
     draft.body = header + text
     if draft.supplement:
@@ -523,7 +527,41 @@ def fit_next_call(
     if draft.size() > local_fit and draft.supplement:
         draft.body = draft.body[: len(draft.body) - len(draft.supplement) - 2]
     if draft.size() > local_fit:
+        yield from _condense_earlier(draft, index, need=draft.size() - local_fit)
+    if draft.size() > local_fit:
         yield from _slim_draft_tail(draft, keep=0, unread_need=draft.size() - local_fit)
+
+
+def _condense_earlier(draft: _Draft, index: int, *, need: int) -> Generator[Op, Outcome, None]:
+    """The earlier summaries condensed to key facts (archived first), by ``need`` tokens at
+    most: the smallest context holds the condensed summaries, not the whole ones, before
+    anything the model has not read is cut."""
+    earlier = [m for m in draft.head if kind_of(m) == KIND_SUMMARY]
+    if not earlier:
+        return
+    size = draft.counter(earlier)
+    target = max(MIN_SUMMARY_TOKENS * len(earlier), size - need)
+    if target >= size:
+        return
+    ref = yield from archive_originals(
+        draft.archive,
+        earlier,
+        thread_id=draft.thread_id,
+        reason="summary-condense",
+        redactor=None,
+        metadata={"index": index},
+    )
+    share = target / size
+    head = list(draft.head)
+    for i, m in enumerate(head):
+        if kind_of(m) != KIND_SUMMARY:
+            continue
+        bound = max(MIN_SUMMARY_TOKENS, int(draft.counter([m]) * share))
+        text = condense_summary(m.text, bound)
+        if len(text) < len(m.text):
+            new = m.model_copy(update={"content": text})
+            head[i] = with_meta(new, condensed_ref=ref) if ref else new
+    draft.head = head
 
 
 # --------------------------------------------------------------------------- the phases
@@ -582,6 +620,12 @@ def compaction_steps(
     if not count_precisely(draft, messages, tools, calibrate=calibrate) and calibrate:
         draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
     yield from make_room(draft)
+    # A summary never takes more than what it replaces: a compaction that grows the
+    # context buys nothing and breaks the cached prefix.
+    draft.span_tokens = draft.counter(span)
+    draft.bound = min(
+        draft.bound, max(MIN_SUMMARY_TOKENS, draft.span_tokens - SUMMARY_HEADER_TOKENS)
+    )
     header = summary_header(index=index, count=len(plan.span), archive_ref=ref)
     yield from summarize_span(
         draft,

@@ -14,7 +14,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_compact._ops import Op, Outcome, ReadOp
 from langchain_compact.config import CompactionConfig
@@ -28,8 +28,9 @@ from langchain_compact.markers import (
     kind_of,
     with_meta,
 )
+from langchain_compact.microcompact import cleared_form
 from langchain_compact.summarizers import Summarizer
-from langchain_compact.tokens import TokenCounter
+from langchain_compact.tokens import TokenCounter, approximate_tokens
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CompactionResult",
     "Plan",
+    "newest_turn_start",
     "plan_compaction",
     "restore_originals",
     "summarizer_input",
@@ -91,8 +93,24 @@ class Plan:
     """The newest messages, kept (``keep_last_n``, never splitting a tool-call batch)."""
 
 
-def plan_compaction(messages: Sequence[BaseMessage], config: CompactionConfig) -> Plan | None:
-    """Split ``messages`` into head, span and tail; ``None`` when the span would be empty."""
+def plan_compaction(
+    messages: Sequence[BaseMessage],
+    config: CompactionConfig,
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+    *,
+    tail_tokens: int | None = None,
+) -> Plan | None:
+    """Split ``messages`` into head, span and tail; ``None`` when the span would be empty.
+
+    The tail is the newest ``keep_last_n`` messages (moved back to a safe cut), within the
+    budget's :meth:`~langchain_compact.budget.Budget.tail` of the room the head leaves under
+    the trigger: a tail over it moves forward, whole tool-call batches at a time, down to
+    the newest turn (the newest ``AIMessage`` with its results, or the messages after it).
+    A turn of long assistant text or large tool-call arguments then leaves the turns before
+    it to summarise instead of nothing. ``tail_tokens`` replaces the budget's limit
+    (``0``: the newest turn alone).
+    """
     n = len(messages)
     b = last_boundary_index(messages)
     if b >= 0:
@@ -106,6 +124,12 @@ def plan_compaction(messages: Sequence[BaseMessage], config: CompactionConfig) -
         head = list(messages[:start])
         task_i = original_task_index(messages) if config.pin_original_task else -1
     cut = find_safe_cut(messages, max(start, n - config.keep_last_n))
+    budget = config.budget
+    if budget is not None and cut < n:
+        fixed = [*head, messages[task_i]] if task_i >= 0 else head
+        extra = approximate_tokens([], tools=tools) if tools else 0
+        limit = budget.tail(counter(fixed) + extra) if tail_tokens is None else tail_tokens
+        cut = _fit_tail(messages, cut, start, limit, counter, config)
     if task_i >= cut:
         task_i = -1
     span = [m for i, m in enumerate(messages[start:cut], start) if i != task_i]
@@ -117,6 +141,66 @@ def plan_compaction(messages: Sequence[BaseMessage], config: CompactionConfig) -
             task if kind_of(task) == KIND_PINNED_TASK else with_meta(task, kind=KIND_PINNED_TASK)
         )
     return Plan(head=head, span=span, tail=list(messages[cut:]))
+
+
+def newest_turn_start(messages: Sequence[BaseMessage], start: int = 0) -> int:
+    """Index where the newest turn begins: the newest ``AIMessage`` with its results, or
+    the last message when it answers none (never before ``start``).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> call = AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}])
+        >>> newest_turn_start([HumanMessage("go"), call, ToolMessage("x", tool_call_id="c1")])
+        1
+    """
+    if not messages:
+        return 0
+    return max(start, find_safe_cut(messages, len(messages) - 1))
+
+
+def _fit_tail(
+    messages: Sequence[BaseMessage],
+    cut: int,
+    start: int,
+    limit: int,
+    counter: TokenCounter,
+    config: CompactionConfig,
+) -> int:
+    """The first safe cut at or after ``cut`` whose tail takes at most ``limit`` tokens, but
+    never past the start of the newest turn."""
+    newest = newest_turn_start(messages, start)
+    if cut >= newest:
+        return cut
+    # A read result before the newest turn counts as the placeholder a crowded compaction
+    # leaves of it (its facts kept): clearing it is cheaper than summarising its turn.
+    sizes = [
+        counter([_as_cleared(m, counter, config)]) if i < newest else counter([m])
+        for i, m in enumerate(messages[cut:], cut)
+    ]
+    tail = sum(sizes)
+    if tail <= limit:
+        return cut
+    for j in range(cut + 1, newest + 1):
+        tail -= sizes[j - cut - 1]
+        if tail <= limit and find_safe_cut(messages, j) == j:
+            return j
+    return newest if find_safe_cut(messages, newest) == newest else cut
+
+
+def _as_cleared(
+    message: BaseMessage, counter: TokenCounter, config: CompactionConfig
+) -> BaseMessage:
+    """``message`` as the compaction's tail slimming would leave it: a tool result cleared
+    to its placeholder (when clearing applies to it and the placeholder is shorter),
+    anything else as it is."""
+    if (
+        not isinstance(message, ToolMessage)
+        or kind_of(message) is not None
+        or (message.name or "") in config.micro_exclude_tools
+        or len(message.text) < config.micro_min_chars
+    ):
+        return message
+    return cleared_form(message, counter) or message
 
 
 def restore_originals(

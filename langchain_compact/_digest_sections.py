@@ -195,10 +195,31 @@ def _log_lines(
         for n, index in found[:200]:
             text = f"{n:,}x, last at line {index + 1:,}: {clip(lines_in[index], width)}"
             out.append((2 if is_error else 4, text))
-    for at in (0, 1):
-        if at < len(lines_in) - 3:
-            out.append((5, f"line {at + 1:,}: {clip(lines_in[at], width)}"))
-    for at in range(max(0, len(lines_in) - 3), len(lines_in)):
+    # The first and last lines, then as many more from both ends as the room allows (the
+    # room is the caller's: a digest of an unread result may have most of the window).
+    n = len(lines_in)
+    last = max(0, n - 3)
+    spare = max_chars - sum(len(text) + 1 for _, text in out) - 200
+    head: Lines = []
+    tail: Lines = []
+    i, j = 0, last - 1
+    while i <= j:
+        line = f"line {i + 1:,}: {clip(lines_in[i], width)}"
+        if i >= 2:
+            if spare < len(line) + 1:
+                break
+            spare -= len(line) + 1
+        head.append((5 if i < 2 else 6, line))
+        i += 1
+        if i <= j and i > 2:
+            line = f"line {j + 1:,}: {clip(lines_in[j], width)}"
+            if spare < len(line) + 1:
+                break
+            spare -= len(line) + 1
+            tail.insert(0, (6, line))
+            j -= 1
+    out += head + tail
+    for at in range(last, n):
         out.append((3, f"line {at + 1:,}: {clip(lines_in[at], width)}"))
     return what, out
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "ARGUMENT_STUB",
+    "ASSISTANT_TEXT_NOTICE",
     "DEFAULT_PLACEHOLDER",
     "DEFAULT_TRUNCATION_NOTICE",
     "FACTS_MARK",
@@ -40,6 +42,8 @@ __all__ = [
     "DigestHeader",
     "SummaryHeader",
     "append_facts",
+    "argument_stub",
+    "assistant_notice",
     "cleared_text",
     "cut_notice",
     "digest_header",
@@ -94,6 +98,64 @@ HUMAN_TRUNCATION_NOTICE = (
     "archived: call recall_archived(query=<a few words from it>) to read it.]\n"
 )
 """Notice for a long human message (an observation) cut with ``include_human=True``."""
+
+ARGUMENT_STUB = (
+    "[argument archived to save context: {chars:,} characters. Call "
+    "recall_archived({where}) to read the call as it was made.]"
+)
+"""Stands in for a long argument of an older tool call; the call keeps its id and name and
+its short arguments (a path, a flag), so it stays valid for every provider."""
+
+UNARCHIVED_ARGUMENT_STUB = (
+    "[argument removed to save context: {chars:,} characters. It was not archived.]"
+)
+"""The stub when no archive keeps the original call."""
+
+ASSISTANT_TEXT_NOTICE = (
+    "[... {omitted:,} of {chars:,} characters of this earlier assistant turn omitted to save "
+    "context. The full text is archived: call recall_archived({where}) to read it.]"
+)
+"""Notice on an older assistant turn's text cut to its head, tail and key lines."""
+
+UNARCHIVED_ASSISTANT_NOTICE = (
+    "[... {omitted:,} of {chars:,} characters of this earlier assistant turn omitted to save "
+    "context. It was not archived.]"
+)
+"""The notice when no archive keeps the original turn."""
+
+
+def _where(message_id: str | None, query: str) -> str:
+    """The recall arguments that find an archived message: its id, else keywords."""
+    if message_id:
+        return f'message_id="{message_id}"'
+    return 'query="{}"'.format(query.replace('"', "'"))
+
+
+def argument_stub(
+    *, chars: int, message_id: str | None, tool_call_id: str, archived: bool = True
+) -> str:
+    """The text that replaces a long argument value of an older tool call.
+
+    Example:
+        >>> print(argument_stub(chars=10_240, message_id="a7", tool_call_id="c7"))
+        [argument archived to save context: 10,240 characters. Call
+        recall_archived(message_id="a7") to read the call as it was made.]
+    """
+    if not archived:
+        return UNARCHIVED_ARGUMENT_STUB.format(chars=chars)
+    return ARGUMENT_STUB.format(chars=chars, where=_where(message_id, tool_call_id))
+
+
+def assistant_notice(
+    *, chars: int, omitted: int, message_id: str | None, query: str, archived: bool = True
+) -> str:
+    """The notice on an older assistant turn whose text was cut."""
+    if not archived:
+        return UNARCHIVED_ASSISTANT_NOTICE.format(chars=chars, omitted=omitted)
+    return ASSISTANT_TEXT_NOTICE.format(
+        chars=chars, omitted=omitted, where=_where(message_id, query)
+    )
+
 
 TASK_TRUNCATION_NOTICE = (
     "\n[The original task is {chars} characters; {omitted} were left out here to fit the "

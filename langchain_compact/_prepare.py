@@ -212,7 +212,7 @@ def prepare_steps(
     # two messages that are the newest now: summarise them too, and a trigger on the next
     # turn finds a summary of exactly its span.
     ahead = config.replace(keep_last_n=max(0, config.keep_last_n - TURN_MESSAGES))
-    plan = plan_compaction(messages, ahead)
+    plan = plan_compaction(messages, ahead, counter, tools)
     if plan is None:
         return None
     span = maybe_redact(plan.span, config.redactor)

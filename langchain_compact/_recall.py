@@ -41,6 +41,11 @@ class RecallArgs(BaseModel):
         description="Exact id of the tool call whose original result you want, as named in a "
         "cleared tool result or a summary.",
     )
+    message_id: str | None = Field(
+        default=None,
+        description="Exact id of an earlier message whose text or tool-call arguments were "
+        "archived, as named in its notice or stub.",
+    )
     page: int = Field(default=1, ge=1, description="Page of the output, starting at 1.")
 
 
@@ -83,18 +88,23 @@ class RecallRenderer:
         )
 
     @staticmethod
-    def problem(query: str | None, tool_call_id: str | None) -> str | None:
-        """Text for the model when neither criterion is usable, else ``None``."""
-        if (query or "").strip() or (tool_call_id or "").strip():
+    def problem(
+        query: str | None, tool_call_id: str | None, message_id: str | None = None
+    ) -> str | None:
+        """Text for the model when no criterion is usable, else ``None``."""
+        if (query or "").strip() or (tool_call_id or "").strip() or (message_id or "").strip():
             return None
-        return "Pass `query` (keywords) or `tool_call_id` to say what to recall."
+        return "Pass `query` (keywords), `tool_call_id` or `message_id` to say what to recall."
 
     @staticmethod
-    def criteria(query: str | None, tool_call_id: str | None) -> dict[str, Any]:
+    def criteria(
+        query: str | None, tool_call_id: str | None, message_id: str | None = None
+    ) -> dict[str, Any]:
         """Keyword arguments for ``archive.search``."""
         return {
             "query": (query or "").strip() or None,
             "tool_call_id": (tool_call_id or "").strip() or None,
+            "message_id": (message_id or "").strip() or None,
             "limit": RECALL_MAX_HITS,
         }
 
@@ -108,7 +118,7 @@ class RecallRenderer:
         """Page ``page`` of the rendered hits, at most ``max_chars`` long."""
         what = " and ".join(
             f"{key}={value!r}"[:200]
-            for key in ("query", "tool_call_id")
+            for key in ("query", "tool_call_id", "message_id")
             if (value := criteria.get(key)) is not None
         )
         if not hits:
@@ -152,12 +162,13 @@ def build_recall_tool(archive: TranscriptArchive, *, name: str, max_chars: int) 
         query: str | None = None,
         tool_call_id: str | None = None,
         page: int = 1,
+        message_id: str | None = None,
         *,
         config: RunnableConfig,
     ) -> str:
-        if problem := recall.problem(query, tool_call_id):
+        if problem := recall.problem(query, tool_call_id, message_id):
             return problem
-        criteria = recall.criteria(query, tool_call_id)
+        criteria = recall.criteria(query, tool_call_id, message_id)
         hits = archive.search(thread_id=_thread(config), **criteria)
         return recall.render([(h.ref, h.index, h.message) for h in hits], criteria, page=page)
 
@@ -165,12 +176,13 @@ def build_recall_tool(archive: TranscriptArchive, *, name: str, max_chars: int) 
         query: str | None = None,
         tool_call_id: str | None = None,
         page: int = 1,
+        message_id: str | None = None,
         *,
         config: RunnableConfig,
     ) -> str:
-        if problem := recall.problem(query, tool_call_id):
+        if problem := recall.problem(query, tool_call_id, message_id):
             return problem
-        criteria = recall.criteria(query, tool_call_id)
+        criteria = recall.criteria(query, tool_call_id, message_id)
         hits = await archive.asearch(thread_id=_thread(config), **criteria)
         return recall.render([(h.ref, h.index, h.message) for h in hits], criteria, page=page)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -212,7 +212,7 @@ def decide(
             fold = False
     if tokens < trigger and not fold:
         return Decision("continue", tokens, trigger, "under the trigger")
-    plan = plan_compaction(messages, config)
+    plan = plan_compaction(messages, config, counter, tools)
     if tokens < trigger:  # fold the cleared results' facts into a summary, if due
         if plan is None or removed_since_boundary(plan.span) < (fold_limit or 0):
             return Decision("continue", tokens, trigger, "cleared results wait in the tail")
@@ -360,7 +360,7 @@ def _steps(
     when there is nothing to compact)."""
     config = config or CompactionConfig()
     summarizer = summarizer or ExtractiveSummarizer()
-    plan = plan_compaction(messages, config)
+    plan = plan_compaction(messages, config, counter, tools)
     if plan is None:
         tokens = context_tokens(messages, counter=counter, tools=tools)
         return CompactionResult(list(messages), None, tokens, tokens, reason="nothing to compact")
@@ -381,24 +381,64 @@ def _steps(
         counter=counter,
         tokens_before=tokens_before,
     )
-    return (
-        yield from compaction_steps(
-            messages,
-            plan=use.plan,
-            prepared_text=use.text,
-            prepared_covers=use.covers,
-            prepared_note=use.note,
-            summarizer=summarizer,
-            config=config,
-            archive=archive,
-            thread_id=thread_id,
-            counter=counter,
-            tools=tools,
-            tokens_before=tokens_before,
-            index=info.count + 1,
-            turns_since=info.turns_since,
-            refill_streak=info.refill_streak,
-            cause=cause,
-            calibrate=calibrate,
-        )
+    result = yield from compaction_steps(
+        messages,
+        plan=use.plan,
+        prepared_text=use.text,
+        prepared_covers=use.covers,
+        prepared_note=use.note,
+        summarizer=summarizer,
+        config=config,
+        archive=archive,
+        thread_id=thread_id,
+        counter=counter,
+        tools=tools,
+        tokens_before=tokens_before,
+        index=info.count + 1,
+        turns_since=info.turns_since,
+        refill_streak=info.refill_streak,
+        cause=cause,
+        calibrate=calibrate,
+    )
+    fit = config.fit_tokens
+    if fit is None or result.tokens_after <= fit:
+        return result
+    # The kept tail left the next call no room: a second compaction, of the compacted
+    # history, keeps the newest turn alone (the smallest context). It takes only what the
+    # first one kept, so every original is archived once.
+    newest = plan_compaction(result.messages, config, counter, tools, tail_tokens=0)
+    if newest is None:
+        return result
+    logger.info(
+        "compaction #%d left %d tokens, over the %d that fit: compacting again, keeping the "
+        "newest turn alone",
+        info.count + 1,
+        result.tokens_after,
+        fit,
+    )
+    second = yield from compaction_steps(
+        result.messages,
+        plan=newest,
+        summarizer=summarizer,
+        config=config,
+        archive=archive,
+        thread_id=thread_id,
+        counter=counter,
+        tools=tools,
+        tokens_before=result.tokens_after,
+        index=info.count + 2,
+        turns_since=0,
+        refill_streak=0,
+        cause=cause,
+        calibrate=calibrate,
+    )
+    kept = {m.id for m in second.messages}
+    return replace(
+        second,
+        tokens_before=tokens_before,
+        compacted=[*result.compacted, *second.compacted],
+        removed_ids=[m.id for m in messages if m.id is not None and m.id not in kept],
+        merged=result.merged + second.merged,
+        errors=(*result.errors, *second.errors),
+        prepared=result.prepared,
     )

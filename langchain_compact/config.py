@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from langchain_compact.archive import DEFAULT_ARCHIVE_DIR
+from langchain_compact.budget import Budget
 from langchain_compact.errors import ConfigError
 
 __all__ = [
@@ -265,42 +266,61 @@ class CompactionConfig:
             )
 
     @property
-    def trigger_tokens(self) -> int | None:
-        """Token count that triggers a full compaction, or ``None`` if the window is unknown."""
+    def budget(self) -> Budget | None:
+        """Every room of the policy for this window (:class:`~langchain_compact.budget.Budget`),
+        or ``None`` while the window is unknown."""
         if self.context_window is None:
             return None
-        return int(self.context_window * self.trigger_ratio)
+        return Budget(
+            window=self.context_window,
+            trigger_ratio=self.trigger_ratio,
+            micro_trigger_ratio=self.micro_trigger_ratio,
+            micro_target_ratio=self.micro_target_ratio,
+            fold_ratio=self.fold_ratio,
+            prepare_ratio=self.prepare_ratio,
+            task_max_ratio=self.task_max_ratio,
+            large_result_ratio=self.large_result_ratio,
+            summary_budget_ratio=self.summary_budget_ratio,
+            reply_reserve_tokens=self.reply_reserve_tokens,
+            summary_max_tokens=self.summary_max_tokens,
+        )
+
+    @property
+    def trigger_tokens(self) -> int | None:
+        """Token count that triggers a full compaction (:attr:`Budget.trigger`), or ``None``
+        if the window is unknown."""
+        b = self.budget
+        return None if b is None else b.trigger
 
     @property
     def fit_tokens(self) -> int | None:
         """The largest context a call may send: the window minus the reply reserve."""
-        if self.context_window is None:
-            return None
-        reserve = self.reply_reserve_tokens
-        if reserve is None:
-            reserve = min(DEFAULT_REPLY_RESERVE_CAP, self.context_window // 20)
-        return self.context_window - reserve
+        b = self.budget
+        return None if b is None else b.fit
 
     @property
     def micro_trigger_tokens(self) -> int | None:
         """Context size at which micro-compaction starts clearing (never above the trigger)."""
-        return self._tokens(min(self.micro_trigger_ratio, self.trigger_ratio))
+        b = self.budget
+        return None if b is None else b.micro_gate
 
     @property
     def micro_target_tokens(self) -> int | None:
         """Context size a clearing batch aims for (at most 0.6 of the micro trigger)."""
-        gate = min(self.micro_trigger_ratio, self.trigger_ratio)
-        return self._tokens(min(self.micro_target_ratio, gate * 0.6))
+        b = self.budget
+        return None if b is None else b.micro_target
 
     @property
     def fold_tokens(self) -> int | None:
         """Cleared originals (tokens) since the last compaction that force one to fold them."""
-        return self._tokens(self.fold_ratio)
+        b = self.budget
+        return None if b is None else b.fold
 
     @property
     def prepare_tokens(self) -> int | None:
         """Context size below which no summary is prepared (never above the trigger)."""
-        return self._tokens(min(self.prepare_ratio, self.trigger_ratio))
+        b = self.budget
+        return None if b is None else b.prepare
 
     def _tokens(self, ratio: float) -> int | None:
         return None if self.context_window is None else int(self.context_window * ratio)

@@ -284,7 +284,7 @@ class Compactor:
         model has not read: there is a span to summarise, ``max_compactions`` is not
         reached, and the unread results fit beside the system prompt, the task and a
         minimal summary."""
-        plan = plan_compaction(messages, self.config)
+        plan = plan_compaction(messages, self.config, self.counter, self.tools)
         cap, fit = self.config.max_compactions, self.config.fit_tokens
         if plan is None or fit is None:
             return False
@@ -317,7 +317,7 @@ class Compactor:
             return False
         if not self._compaction_ahead(messages, decision.tokens):
             return False
-        plan = plan_compaction(messages, self.config)
+        plan = plan_compaction(messages, self.config, self.counter, self.tools)
         if plan is None:
             return False
         record = Prepared.from_dict(prepared)

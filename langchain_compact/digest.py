@@ -142,6 +142,12 @@ def _cut(text: str, head_n: int, tail_n: int) -> tuple[int, int]:
     head_end = cut if cut > head_n // 2 else head_n
     cut = text.find("\n", len(text) - tail_n)
     tail_start = cut + 1 if 0 <= cut < len(text) - tail_n // 2 else len(text) - tail_n
+    # The last line (where a command reports its outcome) stays whole when it is no longer
+    # than the head and tail together: the head gives way for it.
+    last = text.rstrip().rfind("\n") + 1
+    if last < tail_start and len(text) - last <= head_n + tail_n:
+        head_end = min(head_end, last, max(0, head_n + tail_n - (len(text) - last)))
+        tail_start = last
     return head_end, tail_start
 
 
@@ -171,6 +177,20 @@ def _key_lines(text: str, start: int, end: int, budget: int, code: bool) -> list
     return picked
 
 
+def _ends(text: str, room: int) -> str:
+    """``text`` in ``room`` characters: its head, a marker, and its last lines (where a
+    command reports its outcome), the last line whole when it fits in half the room."""
+    marker = " [...] "
+    lines = text.rstrip().splitlines()
+    last = lines[-1].strip() if lines else ""
+    tail_room = max(0, min(len(last), room // 2)) if len(last) <= room // 2 else room // 3
+    tail = last if len(last) <= tail_room else last[-tail_room:]
+    head_room = room - len(tail) - len(marker)
+    if head_room < 20:
+        return clip(text, room)
+    return clip(text, head_room) + marker + tail
+
+
 def _text_digest(text: str, max_chars: int, note: str) -> str:
     """Head + tail, the key lines of the middle between them; spare room widens both."""
     lines = text.splitlines()
@@ -180,7 +200,7 @@ def _text_digest(text: str, max_chars: int, note: str) -> str:
     text = scrub(text)
     if avail < 100 or len(text) <= avail:
         room = max_chars - len(header) - 1
-        return _fit(header, [(1, text if len(text) <= room else clip(text, room))], max_chars)
+        return _fit(header, [(1, text if len(text) <= room else _ends(text, room))], max_chars)
     head_end, tail_start = _cut(text, int(avail * 0.35), int(avail * 0.25))
     room = avail - head_end - (len(text) - tail_start)
     picked = _key_lines(text, head_end, tail_start, room, kind == "code")
@@ -195,7 +215,12 @@ def _text_digest(text: str, max_chars: int, note: str) -> str:
         body.extend(line for _, line in sorted(picked))
         body.append(OMITTED_LINES_END)
     body.append(text[tail_start:])
-    return "\n".join(body)[:max_chars]
+    out = "\n".join(body)
+    if len(out) > max_chars:  # the markers ran over: the head gives way, the end stays
+        over = len(out) - max_chars
+        body[1] = body[1][: max(0, len(body[1]) - over)]
+        out = "\n".join(body)
+    return out[-max_chars:] if len(out) > max_chars else out
 
 
 # --- public functions -------------------------------------------------------------------

@@ -9,7 +9,9 @@ transformer and the middleware do, through :mod:`langchain_compact.archive`).
 
 from __future__ import annotations
 
+import json
 import operator
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,6 +21,7 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
+    ToolCall,
     ToolMessage,
 )
 
@@ -28,12 +31,15 @@ from langchain_compact._placeholders import (
     DEFAULT_TRUNCATION_NOTICE,
     UNARCHIVED_NOTICE,
     UNARCHIVED_PLACEHOLDER,
+    argument_stub,
+    assistant_notice,
     cleared_text,
     cut_notice,
     task_notice,
 )
 from langchain_compact._render import tool_result_text
 from langchain_compact._scan import history_facts, holding
+from langchain_compact.budget import chars_for_tokens
 from langchain_compact.config import (
     DEFAULT_LARGE_TOOL_RESULT_CHARS,
     DEFAULT_MICRO_KEEP,
@@ -42,10 +48,11 @@ from langchain_compact.config import (
 )
 from langchain_compact.digest import structured_digest
 from langchain_compact.errors import ConfigError
-from langchain_compact.history import original_task_index
+from langchain_compact.history import find_safe_cut, original_task_index
 from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_PINNED_TASK,
+    KIND_STOP,
     KIND_SUMMARY,
     KIND_TRUNCATED,
     get_meta,
@@ -69,9 +76,11 @@ __all__ = [
     "UNARCHIVED_PLACEHOLDER",
     "MicroResult",
     "clear_tool_results",
+    "cleared_form",
     "cut_task",
     "micro_compact",
     "micro_compact_with_count",
+    "reduce_assistant",
     "shrink_unread",
     "tool_result_text",
     "truncate_large_tool_results",
@@ -180,6 +189,161 @@ def _clear_one(
         usage_anchor=anchor,
         **_saved_precise(text, new_text, earlier),
     )
+
+
+def _long_value(value: Any, min_chars: int) -> int:
+    """Characters of an argument value when it is worth a stub (0 otherwise)."""
+    if isinstance(value, str):
+        return len(value) if len(value) >= min_chars else 0
+    if isinstance(value, (dict, list)):
+        size = len(json.dumps(value, ensure_ascii=False, default=str))
+        return size if size >= min_chars else 0
+    return 0
+
+
+def _stub_calls(
+    msg: AIMessage, min_chars: int, archived: bool
+) -> tuple[list[ToolCall], dict[str, dict[str, Any]]]:
+    """``msg``'s tool calls with every long argument value replaced by a stub (the call's
+    id, name and short arguments kept), and the new args of the calls that changed."""
+    calls: list[ToolCall] = []
+    changed: dict[str, dict[str, Any]] = {}
+    for call in msg.tool_calls:
+        args = call.get("args") or {}
+        new_args = dict(args)
+        for key, value in args.items():
+            size = _long_value(value, min_chars)
+            if size:
+                new_args[key] = argument_stub(
+                    chars=size,
+                    message_id=msg.id,
+                    tool_call_id=str(call.get("id") or ""),
+                    archived=archived,
+                )
+        if new_args != args:
+            changed[str(call.get("id") or "")] = new_args
+            calls.append({**call, "args": new_args})
+        else:
+            calls.append(call)
+    return calls, changed
+
+
+def _ai_text(msg: AIMessage) -> str:
+    """What an ``AIMessage`` says and calls, as one text (for sizes and fact lines)."""
+    parts = [msg.text]
+    parts += [
+        json.dumps(c.get("args") or {}, ensure_ascii=False, default=str) for c in msg.tool_calls
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def reduce_assistant(
+    msg: AIMessage,
+    *,
+    args: bool = True,
+    text: bool = False,
+    min_chars: int = DEFAULT_MICRO_MIN_CHARS,
+    keep_chars: int = 1_000,
+    archived: bool = True,
+    counter: TokenCounter = approximate_tokens,
+    anchor: str | None = None,
+) -> AIMessage | None:
+    """An older assistant turn made smaller, or ``None`` when nothing would shrink.
+
+    ``args``: every tool-call argument value of at least ``min_chars`` characters becomes a
+    stub naming its size and the ``recall_archived`` call that reads the original; the
+    call keeps its id, its name and its short arguments (a path, a flag), so the history
+    stays valid for every provider and the model still sees what it did. ``text``: text
+    longer than ``keep_chars`` is cut to its head, tail and key lines with a notice. The
+    id is kept (``add_messages`` replaces the message in place) and the message is
+    marked cleared; the caller archives the original first.
+
+    Example:
+        >>> call = {"name": "write_file", "id": "c1",
+        ...         "args": {"path": "app.py", "content": "x = 1; " * 2_000}}
+        >>> new = reduce_assistant(AIMessage("", tool_calls=[call], id="a1"))
+        >>> new.tool_calls[0]["args"]["path"], new.tool_calls[0]["args"]["content"][:18]
+        ('app.py', '[argument archived')
+    """
+    if not isinstance(msg, AIMessage):
+        return None
+    update: dict[str, Any] = {}
+    if args and msg.tool_calls:
+        calls, changed = _stub_calls(msg, min_chars, archived)
+        if changed:
+            update["tool_calls"] = calls
+            kwargs = dict(msg.additional_kwargs)
+            # The provider's raw copy of the calls would carry the old arguments on.
+            kwargs.pop("tool_calls", None)
+            kwargs.pop("function_call", None)
+            update["additional_kwargs"] = kwargs
+            if isinstance(msg.content, list):
+                update["content"] = [
+                    {**b, "input": changed[b["id"]]}
+                    if isinstance(b, dict)
+                    and b.get("type") == "tool_use"
+                    and b.get("id") in changed
+                    else b
+                    for b in msg.content
+                ]
+    if text and isinstance(msg.content, str) and len(msg.content) > keep_chars:
+        body = structured_digest(msg.content, max_chars=keep_chars)
+        words = " ".join(re.findall(r"\w+", msg.content)[:6])
+        notice = assistant_notice(
+            chars=len(msg.content),
+            omitted=max(0, len(msg.content) - len(body)),
+            message_id=msg.id,
+            query=words,
+            archived=archived,
+        )
+        update["content"] = f"{notice}\n{body}"
+    if not update:
+        return None
+    new = msg.model_copy(update=update)
+    old_text, new_text = _ai_text(msg), _ai_text(new)
+    saved = counter([msg]) - counter([new])
+    if saved <= 0:
+        return None
+    meta = get_meta(msg)
+    same = meta.get("usage_anchor") == anchor
+    since = saved + (int(meta.get("saved_tokens", 0)) if same else 0)
+    earlier = int(meta.get("saved_precise", meta.get("saved_tokens", 0))) if same else 0
+    result = with_meta(
+        new,
+        kind=KIND_CLEARED,
+        original_chars=int(meta.get("original_chars", len(old_text))),
+        saved_tokens=since,
+        removed_tokens=int(meta.get("removed_tokens", 0)) + saved,
+        usage_anchor=anchor,
+        **_saved_precise(old_text, new_text, earlier),
+    )
+    assert isinstance(result, AIMessage)
+    return result
+
+
+def _assistant_candidates(
+    messages: Sequence[BaseMessage], before: int, *, min_chars: int, text: bool, keep_chars: int
+) -> list[int]:
+    """Indices of assistant turns before ``before`` with an argument worth a stub (or, with
+    ``text``, text longer than ``keep_chars``), oldest first."""
+    out = []
+    for i in range(min(before, len(messages))):
+        m = messages[i]
+        if not isinstance(m, AIMessage) or kind_of(m) == KIND_STOP:
+            continue
+        if any(
+            _long_value(v, min_chars) for c in m.tool_calls for v in (c.get("args") or {}).values()
+        ) or (text and isinstance(m.content, str) and len(m.content) > keep_chars):
+            out.append(i)
+    return out
+
+
+def cleared_form(
+    msg: ToolMessage, counter: TokenCounter = approximate_tokens
+) -> BaseMessage | None:
+    """``msg`` cleared to the default placeholder (its facts kept), or ``None`` when the
+    placeholder would not be shorter: what clearing would leave of it."""
+    return _clear_one(msg, DEFAULT_PLACEHOLDER, msg.name or "tool", counter, None)
 
 
 def clear_tool_results(
@@ -313,14 +477,17 @@ def _truncate_one(
     saved = tokens - _tokens(new_text, counter)
     if saved <= 0:
         return None
+    meta = get_meta(msg)  # a digest digested again keeps its original's size and savings
+    same = meta.get("usage_anchor") == anchor
+    earlier = int(meta.get("saved_precise", meta.get("saved_tokens", 0))) if same else 0
     return with_meta(
         msg.model_copy(update={"content": new_text, "artifact": None}),
         kind=KIND_TRUNCATED,
-        original_chars=len(text),
-        saved_tokens=saved,
-        removed_tokens=saved,
+        original_chars=int(meta.get("original_chars", len(text))),
+        saved_tokens=saved + (int(meta.get("saved_tokens", 0)) if same else 0),
+        removed_tokens=saved + int(meta.get("removed_tokens", 0)),
         usage_anchor=anchor,
-        **_saved_precise(text, new_text),
+        **_saved_precise(text, new_text, earlier),
     )
 
 
@@ -487,10 +654,11 @@ def micro_compact_with_count(
     Example:
         >>> from langchain_core.messages import ToolMessage
         >>> cfg = CompactionConfig(context_window=128_000)
-        >>> result = micro_compact_with_count([ToolMessage("a" * 13_000, tool_call_id="c1")], cfg)
-        >>> result.messages[0].content == "a" * 13_000  # unread, and the window has room
+        >>> text = "lorem ipsum " * 1_100
+        >>> result = micro_compact_with_count([ToolMessage(text, tool_call_id="c1")], cfg)
+        >>> result.messages[0].content == text  # unread, and the window has room
         True
-        >>> result.changed, result.tokens > 3_000
+        >>> result.changed, result.tokens > 2_000
         ((), True)
     """
     facts = history_facts(messages)
@@ -581,18 +749,45 @@ def micro_compact_with_count(
     # 2. One batch: clear the oldest read results down to the target.
     template = DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER
 
-    def candidates(keep: int) -> list[int]:
-        return _clear_candidates(out, keep=keep, min_chars=config.micro_min_chars, exclude=excluded)
+    text_keep = config.large_tool_result_keep_chars
 
-    def clear(indices: list[int], stop_at: int) -> None:
+    def candidates(keep: int, *, text: bool = False, newest: bool = False) -> list[int]:
+        """Read results and older assistant turns that may be reduced, oldest first: the
+        assistant turns before the calls of the kept results (before the newest turn when
+        nothing is kept; the newest turn too with ``newest``)."""
+        results = _clear_candidates(
+            out, keep=keep, min_chars=config.micro_min_chars, exclude=excluded
+        )
+        read = [i for i in range(limit) if isinstance(out[i], ToolMessage)]
+        before = limit if newest else max(0, limit - 1)
+        if keep > 0 and read:
+            before = min(before, find_safe_cut(out, read[-min(keep, len(read))]))
+        turns = _assistant_candidates(
+            out, before, min_chars=config.micro_min_chars, text=text, keep_chars=text_keep
+        )
+        return sorted({*results, *turns})
+
+    def clear(indices: list[int], stop_at: int, *, text: bool = False) -> None:
         changes: list[tuple[int, BaseMessage]] = []
         freed = 0
         for i in indices:
             if budget.tokens - freed <= stop_at:
                 break
             msg = out[i]
-            assert isinstance(msg, ToolMessage)
-            new = _clear_one(msg, template, result_name(msg, names), counter, anchor)
+            new: BaseMessage | None
+            if isinstance(msg, AIMessage):
+                new = reduce_assistant(
+                    msg,
+                    text=text,
+                    min_chars=config.micro_min_chars,
+                    keep_chars=text_keep,
+                    archived=archived,
+                    counter=counter,
+                    anchor=anchor,
+                )
+            else:
+                assert isinstance(msg, ToolMessage)
+                new = _clear_one(msg, template, result_name(msg, names), counter, anchor)
             if new is not None:
                 changes.append((i, new))
                 freed += budget.delta(msg, new)
@@ -609,7 +804,9 @@ def micro_compact_with_count(
         clear(candidates(1), target)
     if budget.tokens <= fit:
         return result()
-    # 3. The next call cannot fit: read results first, then the task, then unread results.
+    # 3. The next call cannot fit: read results and older calls' arguments first, then
+    # the task; when no compaction can make the room, older assistant text, the newest
+    # call's arguments, and last the unread results (digested to the room there is).
     clear(candidates(0), target)
     if budget.tokens > fit:
         task = cut_task(out, config, counter, archived, anchor)
@@ -617,7 +814,11 @@ def micro_compact_with_count(
             budget.apply(out[task[0]], task[1])
             out[task[0]] = task[1]
     if budget.tokens > fit and not (compactable is not None and compactable(out)):
-        _fit_unread(out, limit, fit, allowed, counter, budget, config, archived)
+        clear(candidates(0, text=True), fit, text=True)
+        if budget.tokens > fit:
+            clear(candidates(0, newest=True), fit)
+        if budget.tokens > fit:
+            _fit_unread(out, limit, fit, allowed, counter, budget, config, archived)
     return result()
 
 
@@ -647,7 +848,9 @@ def _fit_unread(
     archived: bool,
 ) -> None:
     """Digest unread results only while the unread batch with what cannot be removed
-    (system prompt, pinned task, summaries) cannot fit: otherwise a compaction makes room."""
+    (system prompt, pinned task, summaries) cannot fit: otherwise a compaction makes room.
+    The digests share the room that is left, never less than the budget's
+    :meth:`~langchain_compact.budget.Budget.unread_share`."""
     unread = [i for i in range(limit, len(out)) if allowed(i)]
     if not unread:
         return
@@ -660,10 +863,15 @@ def _fit_unread(
     task_i = original_task_index(out)
     if 0 <= task_i < limit and kind_of(out[task_i]) != KIND_PINNED_TASK:
         fixed += _tokens(tool_result_text(out[task_i]), counter)
-    room = fit - fixed - min(config.summary_max_tokens, fit // 10)
+    # What else the next call carries beside the unread batch and the fixed part, and the
+    # summary a compaction of that rest will write (so the digest leaves it room).
+    rest = max(0, budget.tokens - batch - fixed)
+    room = fit - fixed - rest - min(config.summary_max_tokens, fit // 10)
     if batch <= room:
         return
-    new = shrink_unread(out, need=batch - room, config=config, counter=counter, archived=archived)
+    new = shrink_unread(
+        out, need=batch - room, config=config, counter=counter, archived=archived, fixed=fixed
+    )
     for i, (before, after) in enumerate(zip(out, new, strict=True)):
         if after is not before:
             budget.apply(before, after)
@@ -677,11 +885,17 @@ def shrink_unread(
     config: CompactionConfig,
     counter: TokenCounter = approximate_tokens,
     archived: bool = True,
+    fixed: int | None = None,
 ) -> list[BaseMessage]:
     """Digest the results the model has not read yet (tool results, and long observations
     that agents without native tool calls send as user messages), largest first, until
-    ``need`` tokens are freed: the last resort when they cannot fit the window at all. The
-    caller archives the originals of the changed messages."""
+    ``need`` tokens are freed: the last resort when they cannot fit the window at all.
+
+    Each digest keeps what the need leaves of its result (the room there is, not a fixed
+    few lines), and with ``fixed`` (tokens of the system prompt, task and summaries) at
+    least its share of the budget's
+    :meth:`~langchain_compact.budget.Budget.unread_share`. The caller archives the
+    originals of the changed messages."""
     out = list(messages)
     names = tool_names(out)
     excluded = set(config.micro_exclude_tools)
@@ -689,7 +903,9 @@ def shrink_unread(
     unread = [
         i
         for i in range(unread_start(out), len(out))
-        if kind_of(out[i]) is None
+        # a digest made earlier (sized to a room a compaction has since changed) may be
+        # digested again; its original is archived already
+        if kind_of(out[i]) in (None, KIND_TRUNCATED)
         and i != task_i
         and (
             (isinstance(out[i], ToolMessage) and result_name(out[i], names) not in excluded)
@@ -698,21 +914,36 @@ def shrink_unread(
         )
     ]
     sizes = {i: _tokens(tool_result_text(out[i]), counter) for i in unread}
+    total = max(1, sum(sizes.values()))
+    b = config.budget
+    floor = b.unread_share(fixed) if b is not None and fixed is not None else 0
     anchor = _usage_anchor(out)
     freed = 0
     for i in sorted(unread, key=lambda j: -sizes[j]):
         if freed >= need:
             break
-        share = max(1, len(unread))
-        keep_chars = max(200, min(config.large_tool_result_keep_chars, sizes[i] * 3 // share))
-        new = _truncate_one(
-            out[i],
-            keep_chars=keep_chars,
-            digest=config.digest,
-            archived=archived,
-            counter=counter,
-            anchor=anchor,
-        )
+        want = max(sizes[i] - (need - freed), floor * sizes[i] // total)
+        if want >= sizes[i]:
+            continue
+        text = tool_result_text(out[i])
+        keep_chars = max(200, chars_for_tokens(want, text=text, text_tokens=sizes[i]))
+        new: BaseMessage | None = None
+        for _ in range(3):  # the notice and the digest's framing count too: aim again
+            new = _truncate_one(
+                out[i],
+                keep_chars=keep_chars,
+                digest=config.digest,
+                archived=archived,
+                counter=counter,
+                anchor=anchor,
+            )
+            shown = tool_result_text(new) if new is not None else text
+            over = _tokens(shown, counter) - want
+            if over <= 0 or keep_chars <= 200:
+                break
+            keep_chars = max(
+                200, keep_chars - chars_for_tokens(over, text=text, text_tokens=sizes[i])
+            )
         if new is not None:
             out[i] = new
             freed += int(get_meta(new)["saved_tokens"])

@@ -58,13 +58,57 @@ TOKENS_PER_TOOL_CALL = 3
 #: Fixed estimate for one image block (OpenAI's low-detail image cost).
 TOKENS_PER_IMAGE = 85
 
-# Calibrated on o200k_base: ~0.72 tokens per CJK character (the three Chinese seed
-# articles), ~3.6 characters per token for English, code and logs (the 36 transcripts).
+# The estimate counts the pieces a byte-pair tokenizer splits text into, not characters:
+# a character ratio is off by 2x between prose, code, logs, hex dumps and CJK text (a log
+# of timestamps and numbers has ~2.4 characters per o200k token, English prose ~4.5).
+# Pieces: an ASCII word is a token, one more per 7 letters and per inner capital
+# (camelCase splits there); a digit group of up to 3 is a token (o200k splits numbers
+# so); a run of symbols costs a token per 2; a newline with its indentation, a run of
+# spaces or of underscores is one; a CJK character is 0.72 of a token and another
+# script's letters a token per 4 plus one a word. It errs high rather than low.
 _CJK_TOKENS_PER_CHAR = 0.72
-_OTHER_CHARS_PER_TOKEN = 3.6
 _CJK_RE = re.compile(
     "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
 )
+_WORD_RE = re.compile(r"[A-Za-z]+")
+_LONG_WORD_RE = re.compile(r"[A-Za-z]{8,}")
+_INNER_CAP_RE = re.compile(r"[a-z][A-Z]")
+_DIGITS_RE = re.compile(r"\d{1,3}")
+_SYMBOLS_RE = re.compile(r"[^\w\s]+")
+_SPACES_RE = re.compile(r"\n\s*| {2,}|_+")
+_OTHER_LETTERS_RE = re.compile(r"[^\W\d_A-Za-z]+")
+
+
+_SAMPLED_ABOVE = 32_768
+_SAMPLES = 16
+_SAMPLE_CHARS = 2_048
+
+
+def _estimate(text: str) -> int:
+    """Tokens of ``text`` by its pieces (see the comment above). A text longer than
+    ``_SAMPLED_ABOVE`` characters is estimated from ``_SAMPLES`` evenly spaced slices and
+    scaled, so the cost of one text is bounded whatever its size."""
+    if len(text) > _SAMPLED_ABOVE:
+        step = len(text) // _SAMPLES
+        sampled = "\n".join(text[i * step : i * step + _SAMPLE_CHARS] for i in range(_SAMPLES))
+        return max(1, round(_pieces(sampled) * len(text) / len(sampled)))
+    return _pieces(text)
+
+
+def _pieces(text: str) -> int:
+    """Tokens of ``text`` by its pieces; linear, in C regex passes."""
+    n = float(len(_WORD_RE.findall(text)))
+    n += sum((len(w) - 1) // 7 for w in _LONG_WORD_RE.findall(text))
+    n += len(_INNER_CAP_RE.findall(text)) + len(_DIGITS_RE.findall(text))
+    n += len(_SPACES_RE.findall(text))
+    if not text.isascii():
+        for run in _OTHER_LETTERS_RE.findall(text):
+            k = len(_CJK_RE.findall(run))
+            n += k * _CJK_TOKENS_PER_CHAR + ((len(run) - k) / 4 + 1 if len(run) > k else 0)
+    for run in _SYMBOLS_RE.findall(text):
+        k = 0 if run.isascii() else len(_CJK_RE.findall(run))
+        n += k * _CJK_TOKENS_PER_CHAR + (len(run) - k + 1) // 2
+    return max(1, round(n))
 
 
 class TokenizerUnavailableWarning(RuntimeWarning):
@@ -94,8 +138,7 @@ def approx_text(text: str) -> int:
     cached = _APPROX_TEXT_CACHE.get(key)
     if cached is not None:
         return cached
-    n_cjk = len(_CJK_RE.findall(text))
-    n = round(n_cjk * _CJK_TOKENS_PER_CHAR + (len(text) - n_cjk) / _OTHER_CHARS_PER_TOKEN)
+    n = _estimate(text)
     if len(_APPROX_TEXT_CACHE) >= _APPROX_TEXT_LIMIT:
         _APPROX_TEXT_CACHE.clear()
     _APPROX_TEXT_CACHE[key] = n
@@ -174,8 +217,10 @@ def approximate_tokens(
 ) -> int:
     """Estimate tokens without tokenizer files, CJK-aware.
 
-    ~0.72 tokens per CJK character and ~3.6 characters per token otherwise (calibrated on
-    o200k_base), plus OpenAI's per-message overhead. langchain-core's
+    It counts the pieces a byte-pair tokenizer splits text into (words, digit groups,
+    symbol runs, indentation; ~0.72 tokens per CJK character), checked against o200k_base
+    on prose, code, logs, JSON, hex dumps and CJK text, plus OpenAI's per-message
+    overhead. langchain-core's
     ``count_tokens_approximately`` (chars / 4) undercounts Chinese by about half.
 
     Example:
@@ -194,6 +239,14 @@ def approximate_tokens(
 _APPROX_CACHE: dict[tuple[Any, ...], int] = {}
 
 
+def _args_size(args: Any) -> int:
+    """A cheap fingerprint of a tool call's arguments for the count cache: the lengths of
+    its values (an argument replaced by a stub changes it)."""
+    if not isinstance(args, dict):
+        return -1
+    return sum(len(v) if isinstance(v, (str, list, dict)) else 1 for v in args.values())
+
+
 def _cached_count(
     message: BaseMessage,
     cache: dict[tuple[Any, ...], int],
@@ -209,7 +262,7 @@ def _cached_count(
     key = None
     if message.id is not None and isinstance(message.content, str):
         calls = (
-            tuple(c.get("id") or "" for c in message.tool_calls)
+            tuple((c.get("id") or "", _args_size(c.get("args"))) for c in message.tool_calls)
             if isinstance(message, AIMessage)
             else ()
         )

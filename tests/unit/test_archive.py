@@ -675,6 +675,7 @@ def test_recall_tool_schema_has_no_thread_argument() -> None:
     assert set(tool.tool_call_schema.model_json_schema()["properties"]) == {
         "query",
         "tool_call_id",
+        "message_id",
         "page",
     }
     assert "tool_call_id" in tool.description and "page" in tool.description

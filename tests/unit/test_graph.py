@@ -315,7 +315,10 @@ def test_an_unread_result_larger_than_the_window_is_digested_and_the_run_goes_on
     graph = build_graph(task, config=config, summarizer=recorder, archive=archive)
     run = run_graph(graph, history)
 
-    assert run.path[:2] == ["compact_micro", "agent"]
+    # The digest takes the room there is, so the older turns may be summarised first; the
+    # model is then called with it (no stop).
+    assert run.path[0] == "compact_micro" and "agent" in run.path[:3]
+    assert "compact_stop" not in run.path
     t3 = next(m for m in run.messages if m.id == "t3")
     assert kind_of(t3) == KIND_TRUNCATED and get_meta(t3)["archive_ref"]
     archived = [m for r in archive.records for m in r["messages"]]
@@ -443,8 +446,12 @@ def test_read_results_are_digested_then_cleared_and_unread_ones_stay_whole() -> 
         results = [m for m in history if isinstance(m, ToolMessage)]
         if results and isinstance(history[-1], ToolMessage):
             assert kind_of(results[-1]) is None, "the result about to be read is whole"
-    # Under pressure, results digested earlier are cleared later (placeholders with facts).
-    assert any(kind_of(m) == KIND_CLEARED for h in gates for m in h)
+    # Under pressure, results digested earlier go later: cleared (placeholders with facts)
+    # or, once the kept tail is down to the newest turn, summarised.
+    assert any(kind_of(m) in (KIND_CLEARED, KIND_SUMMARY) for h in gates for m in h)
+    assert all(
+        kind_of(m) != KIND_TRUNCATED for m in gates[-1][:-4] if isinstance(m, ToolMessage)
+    ), "no old digest stays verbatim"
 
 
 # --------------------------------------------------------------------------- failures

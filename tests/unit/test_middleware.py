@@ -262,31 +262,29 @@ def peer_run(middleware_for: Any) -> tuple[dict[str, Any], ScriptedCaller, Count
     return state, caller, summary_model
 
 
-def test_kept_tail_over_the_trigger_stops_after_at_most_one_compaction() -> None:
+def test_kept_tail_over_the_trigger_shrinks_to_the_newest_turn_and_goes_on() -> None:
+    """Results that can be neither cleared nor cut, two of which exceed the trigger of an
+    1,800-token window: the kept tail is a budget, not a count, so it shrinks to the newest
+    turn (one result, which fits beside the reply) and the run goes on to the end. (With a
+    fixed four-message tail the run stopped after two compactions.)"""
     state, caller, summary_model = peer_run(
         lambda m: CompactionMiddleware(
-            # fetch results can be neither cleared nor cut: the kept tail stays too large
             config=CompactionConfig(
-                # two kept 4,000-character results (about 1,800 tokens) do not fit 1,710
                 context_window=1800,
                 keep_last_n=4,
                 micro_exclude_tools=("fetch",),
                 large_tool_result_chars=None,
-                prepare=False,  # one summarizer call per compaction: the loop guard's count
+                prepare=False,  # one summarizer call per compaction (and merge)
             ),
             summarizer=LLMSummarizer(m),
         )
     )
-    # one compaction folds the three small results, the next finds the kept tail too large
-    # and stops: no summarizer call is repeated on the same content
-    assert state["compaction_count"] == len(summary_model.calls) <= 2
-    last = state["messages"][-1]
-    assert kind_of(last) == KIND_STOP and last.text.startswith("I stopped before finishing")
-    assert "kept messages alone are too large" in state["stop_reason"]
-    assert state["transition"] == "stopped"
-    assert len(caller.turns) < len(SIZES)  # ended early instead of looping
-    # observed: two compactions, then the dirty-value check stops before the next model call
-    assert (state["compaction_count"], len(summary_model.calls), len(caller.turns)) == (2, 2, 5)
+    assert state["messages"][-1].text == "done"
+    assert not state.get("stop_reason")
+    assert len(caller.turns) == len(SIZES) + 1  # every page fetched, then the answer
+    # at most one compaction per model turn: no loop on the same content
+    assert 1 <= state["compaction_count"] <= len(SIZES)
+    assert len(summary_model.calls) <= 2 * state["compaction_count"]
 
 
 def test_kept_tail_over_the_trigger_but_fitting_goes_on_to_the_end() -> None:

@@ -152,6 +152,15 @@ def account(
     assert not twice, f"{len(twice)} original(s) kept twice: {twice[:5]}"
 
 
+def leaves(value: Any) -> list[Any]:
+    """The scalar values inside a tool call's arguments (their rendering order may differ)."""
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in leaves(v)]
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in leaves(v)]
+    return [value]
+
+
 def recall_whole(tool: BaseTool, thread_id: str, **args: Any) -> tuple[str, int]:
     """Every page of a recall, footers stripped and joined; and the number of pages."""
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
@@ -284,8 +293,10 @@ def compact_transcript(
         if isinstance(message, AIMessage) and state["messages"]:
             update = nodes.micro(state, run)
             for m in update.get("messages", []):
-                if kind_of(m) == KIND_CLEARED:
+                if kind_of(m) == KIND_CLEARED and isinstance(m, ToolMessage):
                     cleared[m.tool_call_id] = by_id[m.id].text
+                elif kind_of(m) == KIND_CLEARED:  # an older call's arguments behind a stub
+                    cleared[f"message:{m.id}"] = by_id[m.id].text
             apply(update)
             if nodes.route(state) == "compact":
                 update = nodes.summarize(state, run)
@@ -308,13 +319,15 @@ def test_transcript_compacted_repeatedly_loses_and_duplicates_nothing(
     final, cleared, compactions = compact_transcript(originals, archive, thread)
 
     assert compactions >= 2
-    assert max(summary_indices(final)) == compactions
+    # one summarize step may compact twice (its kept tail left no room): index counts both
+    assert compactions <= max(summary_indices(final)) <= 2 * compactions
     archived = archived_messages(archive, thread)
     account(by_id, archived, final)
 
     tool = make_recall_tool(archive)
     archived_results = [m for m in archived if isinstance(m, ToolMessage) and is_original(m)]
-    assert set(cleared) <= {m.tool_call_id for m in archived_results}
+    results_cleared = {k for k in cleared if not k.startswith("message:")}
+    assert results_cleared <= {m.tool_call_id for m in archived_results}
     for result in archived_results:
         text, _ = recall_whole(tool, thread, tool_call_id=result.tool_call_id)
         assert text.startswith("1 archived message(s) match"), text[:200]
@@ -322,7 +335,16 @@ def test_transcript_compacted_repeatedly_loses_and_duplicates_nothing(
         assert text.endswith(f":\n{original}"), f"recall of {result.tool_call_id} is not exact"
         if result.tool_call_id in cleared:
             assert cleared.pop(result.tool_call_id) == original
-    assert not cleared, "every cleared tool result is recalled"
+    for key in [k for k in cleared if k.startswith("message:")]:
+        message_id = key.split(":", 1)[1]
+        text, _ = recall_whole(tool, thread, message_id=message_id)
+        original = by_id[message_id]
+        assert isinstance(original, AIMessage)
+        for call in original.tool_calls:  # the arguments come back as they were made
+            for leaf in leaves(call["args"]):
+                assert json.dumps(leaf, ensure_ascii=False) in text, message_id
+        cleared.pop(key)
+    assert not cleared, "every cleared tool result and call is recalled"
     if not archived_results:  # transcripts without tool calls: recall by keywords instead
         target = max((m for m in archived if is_original(m)), key=lambda m: len(m.text))
         words = sorted(set(WORD.findall(target.text)), key=lambda w: (-len(w), w))[:4]

@@ -64,6 +64,14 @@ PINNED = {
     "OMITTED_LINES": "[... {lines} lines omitted ...]",
     "OMITTED_LINES_KEY": "[... {lines} lines omitted; {key_lines} key lines of them:",
     "OMITTED_LINES_END": "[... end of the omitted lines]",
+    "ARGUMENT_STUB": (
+        "[argument archived to save context: {chars:,} characters. Call "
+        "recall_archived({where}) to read the call as it was made.]"
+    ),
+    "ASSISTANT_TEXT_NOTICE": (
+        "[... {omitted:,} of {chars:,} characters of this earlier assistant turn omitted to "
+        "save context. The full text is archived: call recall_archived({where}) to read it.]"
+    ),
 }
 
 

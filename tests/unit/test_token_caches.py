@@ -94,7 +94,8 @@ def test_large_results_counted_once_are_freed_when_dropped() -> None:
 
 
 class _CountingRegex:
-    """Stands in for the CJK regex and records the length of every text it scans."""
+    """Stands in for the estimate's word regex and records the length of every text it
+    scans."""
 
     def __init__(self, inner: re.Pattern[str]) -> None:
         self.inner = inner
@@ -110,8 +111,8 @@ def test_recounting_a_history_scans_only_new_messages(monkeypatch: pytest.Monkey
     for n in range(30):
         history.append(_tool_message(_big(f"r{n}", 5_000), n))
     first = approximate_tokens(history)
-    spy = _CountingRegex(tokens_module._CJK_RE)
-    monkeypatch.setattr(tokens_module, "_CJK_RE", spy)
+    spy = _CountingRegex(tokens_module._WORD_RE)
+    monkeypatch.setattr(tokens_module, "_WORD_RE", spy)
     assert approximate_tokens(history) == first
     assert spy.scanned == [], "re-counting an unchanged history must be served from the cache"
     new = _tool_message(_big("new", 7_000), 99)

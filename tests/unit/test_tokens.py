@@ -258,9 +258,9 @@ def test_approximate_tokens_on_transcripts_as_a_whole(
 def test_approximate_tokens_counts_every_part() -> None:
     base = approximate_tokens([AIMessage("")])
     with_call = approximate_tokens(
-        [AIMessage("", tool_calls=[{"name": "search", "args": {"q": "x" * 400}, "id": "c1"}])]
+        [AIMessage("", tool_calls=[{"name": "search", "args": {"q": "find it " * 50}, "id": "c1"}])]
     )
-    assert with_call - base >= 100  # 400 characters of arguments are not free
+    assert with_call - base >= 100  # 400 characters (100 words) of arguments are not free
     assert approximate_tokens([]) == 0
     named = approximate_tokens([HumanMessage("hi", name="alice")])
     assert named > approximate_tokens([HumanMessage("hi")])
