@@ -191,7 +191,7 @@ def prose(rng: random.Random, tokens: int, tag: str) -> str:
     lines, n = [], 0
     i = 0
     while n < tokens:
-        words = [rng.choice(_WORDS) for _ in range(rng.randint(8, 16))]
+        words = rng.choices(_WORDS, k=rng.randint(8, 16))
         line = f"{tag} {i}: " + " ".join(words) + f" ({rng.randint(100, 99_999)})."
         lines.append(line)
         n += len(words) + 6
@@ -234,7 +234,7 @@ def cjk(rng: random.Random, tokens: int, tag: str) -> str:
     lines, n, i = [], 0, 0
     while n < tokens:
         k = rng.randint(12, 30)
-        lines.append(f"{tag}{i}：" + "".join(rng.choice(_CJK) for _ in range(k)) + "。")
+        lines.append(f"{tag}{i}：" + "".join(rng.choices(_CJK, k=k)) + "。")
         n += int(k * 0.9) + 4
         i += 1
     return "\n".join(lines)
@@ -293,13 +293,26 @@ def _frac(rng: random.Random, window: int, low: float, high: float, cap: int) ->
     return max(20, min(cap, int(window * rng.uniform(low, high))))
 
 
-def generate(seed: int) -> Scenario:
+def generate(
+    seed: int,
+    *,
+    shape: str | None = None,
+    window: int | None = None,
+    integration: str | None = None,
+    share: float | None = None,
+) -> Scenario:
     """The scenario of ``seed``: shape and integration cycle with the seed (so any 27
-    consecutive seeds cover every pair), window and sizes are drawn from it."""
+    consecutive seeds cover every pair), window and sizes are drawn from it.
+
+    ``shape``, ``window`` and ``integration`` pin those choices (the rest is still drawn from
+    the seed); ``share`` pins the size of what fills the context, without the caps that keep
+    generated runs fast: the assistant text per turn or the file written per call as a share
+    of the window, or the huge result as a multiple of it."""
     rng = random.Random(seed)
-    shape = SHAPES[seed % len(SHAPES)]
-    integration = INTEGRATIONS[(seed // len(SHAPES)) % len(INTEGRATIONS)]
-    window = int(math.exp(rng.uniform(math.log(MIN_WINDOW), math.log(MAX_WINDOW))))
+    shape = shape or SHAPES[seed % len(SHAPES)]
+    integration = integration or INTEGRATIONS[(seed // len(SHAPES)) % len(INTEGRATIONS)]
+    drawn = int(math.exp(rng.uniform(math.log(MIN_WINDOW), math.log(MAX_WINDOW))))
+    window = window or drawn
     w = window
     turns: list[Turn] = []
     task = "Task: go through the project step by step and report what you found."
@@ -310,16 +323,19 @@ def generate(seed: int) -> Scenario:
 
     if shape == "assistant_text":
         tools = ("search",)
-        share = rng.uniform(0.2, 0.6)  # an agent whose turns are of a similar size
+        drawn_share = rng.uniform(0.2, 0.6)  # an agent whose turns are of a similar size
+        part, cap = (share, 10**9) if share else (drawn_share, 12_000)
         for i in range(rng.randint(4, 9)):
-            text = prose(rng, _frac(rng, w, share * 0.8, share * 1.2, 12_000), f"plan {i}")
+            text = prose(rng, _frac(rng, w, part * 0.8, part * 1.2, cap), f"plan {i}")
             result = f"3 hits for step {i}: docs/step_{i}.md, src/step_{i}.py, notes/{i}.txt"
             turns.append(Turn(text, (Call("search", {"query": f"step {i}"}, cid(i), result),)))
     elif shape == "tool_args":
         tools = ("write_file",)
-        share = rng.uniform(0.15, 0.7)  # files of a similar size
+        drawn_share = rng.uniform(0.15, 0.7)  # files of a similar size
         for i in range(rng.randint(3, 8)):
-            chars = min(rng.randint(8_000, 48_000), int(w * 3 * share * rng.uniform(0.8, 1.2)))
+            most = rng.randint(8_000, 48_000) if share is None else 10**9
+            part = drawn_share if share is None else share
+            chars = min(most, int(w * 3 * part * rng.uniform(0.8, 1.2)))
             body = code(rng, max(200, chars), f"m{i}")
             path = f"src/pkg/module_{i}.py"
             args = {"path": path, "content": body}
@@ -341,7 +357,8 @@ def generate(seed: int) -> Scenario:
         big = rng.randrange(n)
         for i in range(n):
             if i == big:
-                tokens = min(60_000, int(w * rng.uniform(1.5, 7.0)))
+                ratio = rng.uniform(1.5, 7.0)
+                tokens = min(60_000, int(w * ratio)) if share is None else int(w * share)
                 result = log(rng, tokens, "build.log")
                 call = Call("read_log", {"name": "build.log"}, cid(i), result)
             else:
@@ -619,6 +636,8 @@ def _run_agent(
 ) -> tuple[BaseMessage | None, bool]:
     from langgraph.checkpoint.memory import InMemorySaver
 
+    # A command agent is invoked once per observation, on one thread: it needs a checkpointer.
+    saver = InMemorySaver() if observations else None
     if scenario.integration == "graph":
         from langchain_compact import create_compacting_agent
 
@@ -628,7 +647,7 @@ def _run_agent(
             config=config,
             archive=archive,
             system_prompt=SYSTEM_PROMPT,
-            checkpointer=InMemorySaver(),
+            checkpointer=saver,
         )
     else:
         from langchain.agents import create_agent
@@ -641,7 +660,7 @@ def _run_agent(
             tools=tools,
             system_prompt=SYSTEM_PROMPT,
             middleware=[middleware],
-            checkpointer=InMemorySaver(),
+            checkpointer=saver,
         )
     run_config = {"configurable": {"thread_id": thread}, "recursion_limit": 10_000}
     final: BaseMessage | None = None
@@ -769,15 +788,28 @@ def empty_problems(messages: Sequence[BaseMessage]) -> list[str]:
     return problems
 
 
+_CONVERTED: dict[tuple[Any, ...], str | None] = {}
+
+
 def conversion_problems(messages: Sequence[BaseMessage]) -> list[str]:
+    """What ``langchain_openai`` cannot convert (each distinct message converted once)."""
     from langchain_openai.chat_models.base import _convert_message_to_dict
 
     problems = []
     for i, m in enumerate(messages):
-        try:
-            _convert_message_to_dict(m)
-        except Exception as exc:
-            problems.append(f"message {i} ({m.type}) does not convert: {exc}"[:200])
+        calls = getattr(m, "tool_calls", None) or []
+        key = (type(m).__name__, m.id, hash(repr(m.content)), hash(repr(calls)))
+        if key not in _CONVERTED:
+            if len(_CONVERTED) > 20_000:
+                _CONVERTED.clear()
+            try:
+                _convert_message_to_dict(m)
+                _CONVERTED[key] = None
+            except Exception as exc:
+                _CONVERTED[key] = f"{type(exc).__name__}: {exc}"
+        problem = _CONVERTED[key]
+        if problem is not None:
+            problems.append(f"message {i} ({m.type}) does not convert: {problem}"[:200])
     return problems
 
 

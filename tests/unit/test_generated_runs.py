@@ -18,13 +18,33 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _generated import generate, run_and_check
+from _generated import check, generate, must_finish, run, run_and_check
 
 RUNS = 500
 """Generated runs in the normal test command (seeds 0 to RUNS - 1)."""
 
-REGRESSIONS: list[tuple[int, str]] = []
-"""(seed, what it found on the code before issue 19). Every seed here is also run by name."""
+REGRESSIONS: list[tuple[int, str]] = [
+    # assistant text filling the context: stopped with "nothing is left to compact"
+    (486, "assistant_text-graph-5840-stopped-after-2-of-6-calls"),
+    (18, "assistant_text-lcel-6169-overflow-error-after-2-of-7-calls"),
+    (279, "assistant_text-middleware-25633-stopped-after-2-of-5-calls"),
+    # large tool-call arguments (write_file content): stopped though the args could be stubbed
+    (1, "tool_args-graph-4609-stopped-after-2-of-4-calls"),
+    (262, "tool_args-lcel-14006-overflow-error-after-5-of-7-calls"),
+    # a result of 1.5-7x the window: read as a 2,000-character digest, or sent over the window
+    (3, "huge_result-graph-8775-23k-token-log-read-as-311-tokens"),
+    (75, "huge_result-lcel-32949-55k-token-log-read-as-326-tokens"),
+    (30, "huge_result-graph-57015-55k-token-log-sent-whole-60092-tokens-over-window"),
+    (12, "huge_result-middleware-38184-55k-token-log-sent-whole-55931-tokens-over-window"),
+    # parallel batches cut to fit: the digests lose the last line of each result
+    (139, "parallel-graph-2018-digests-lack-last-line"),
+    # human observations: an unread one digested while it fits, or never reduced at all
+    (303, "human_obs-graph-2434-unread-observation-that-fits-digested"),
+    (367, "images-middleware-2478-unread-screenshot-observation-that-fits-digested"),
+    (43, "images-middleware-2541-stopped-after-2-of-9-calls"),
+]
+"""(seed, what it found on the code before issue 19). Every seed here is also run by name;
+``python -m bench.generated`` lists every violation of a sweep with its seed."""
 
 
 def _report(seed: int, tmp_path: Path) -> None:
@@ -40,6 +60,31 @@ def test_regression_seed(seed: int, tmp_path: Path) -> None:
 @pytest.mark.parametrize("seed", range(RUNS))
 def test_generated_run(seed: int, tmp_path: Path) -> None:
     _report(seed, tmp_path)
+
+
+@pytest.mark.parametrize("integration", ["graph", "middleware", "lcel"])
+@pytest.mark.parametrize("window", [8_000, 32_000])
+@pytest.mark.parametrize("shape", ["assistant_text", "tool_args"])
+def test_runs_filled_by_assistant_text_or_tool_arguments_finish(
+    shape: str, window: int, integration: str, tmp_path: Path
+) -> None:
+    """Issue 19, must show 2: each turn's own text (or each written file) about half the
+    window, so that the two newest turns cannot fit together but the newest one can."""
+    scenario = generate(7, shape=shape, window=window, integration=integration, share=0.45)
+    record = run(scenario, tmp_path)
+    assert must_finish(record), "the smallest context fits: the run must finish"
+    assert not check(record), "\n".join(str(v) for v in check(record))
+
+
+@pytest.mark.parametrize("integration", ["graph", "middleware", "lcel"])
+@pytest.mark.parametrize("window", [8_000, 32_000])
+def test_a_result_of_seven_times_the_window_reaches_the_model_as_a_digest_using_its_share(
+    window: int, integration: str, tmp_path: Path
+) -> None:
+    """Issue 19, must show 3."""
+    scenario = generate(8, shape="huge_result", window=window, integration=integration, share=7)
+    record = run(scenario, tmp_path)
+    assert not check(record), "\n".join(str(v) for v in check(record))
 
 
 def test_generation_is_deterministic_and_covers_every_shape_window_and_integration() -> None:
