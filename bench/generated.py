@@ -38,6 +38,13 @@ def run(start: int, runs: int, *, progress: int = 0) -> dict[str, Any]:
     provision_tiktoken_cache()  # offline: o200k_base from bpe-openai
     gen = _harness()
     logging.disable(logging.WARNING)  # stop and over-trigger lines, one per run
+    try:
+        return _sweep(gen, start, runs, progress)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def _sweep(gen: Any, start: int, runs: int, progress: int) -> dict[str, Any]:
     tables: dict[str, dict[str, Counter[str]]] = {
         k: defaultdict(Counter) for k in ("shape", "band", "integration", "cell")
     }

@@ -127,3 +127,16 @@ def test_the_checker_sees_a_stop_a_call_over_the_window_and_a_broken_pairing() -
     found = {v.invariant for v in check(record)}
     assert {"over_window", "invalid_input"} <= found
     assert ModelState(replies=[]).cursor == 0
+
+
+def test_the_bench_command_writes_counts_and_every_violation(tmp_path: Path) -> None:
+    import json
+
+    from bench.generated import main
+
+    out = tmp_path / "generated.json"
+    assert main(["--runs", "3", "--start", "3", "--out", str(out), "--progress", "0"]) == 0
+    result = json.loads(out.read_text())
+    assert result["runs"] == 3 and sum(r["runs"] for r in result["by_shape"].values()) == 3
+    assert set(result["by_integration"]) <= {"graph", "middleware", "lcel"}
+    assert len(result["all_violations"]) == result["violations"]
