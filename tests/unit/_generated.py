@@ -791,14 +791,29 @@ def empty_problems(messages: Sequence[BaseMessage]) -> list[str]:
 _CONVERTED: dict[tuple[Any, ...], str | None] = {}
 
 
+def _fingerprint(value: Any) -> int:
+    """A hash of a content or an argument value (a string's hash is cached by Python)."""
+    if isinstance(value, str):
+        return hash(value)
+    if isinstance(value, dict):
+        return hash(tuple((k, _fingerprint(v)) for k, v in sorted(value.items())))
+    if isinstance(value, (list, tuple)):
+        return hash(tuple(_fingerprint(v) for v in value))
+    return hash(repr(value))
+
+
+def _calls_fingerprint(message: BaseMessage) -> int:
+    calls = getattr(message, "tool_calls", None) or []
+    return hash(tuple((c.get("id"), c.get("name"), _fingerprint(c.get("args"))) for c in calls))
+
+
 def conversion_problems(messages: Sequence[BaseMessage]) -> list[str]:
     """What ``langchain_openai`` cannot convert (each distinct message converted once)."""
     from langchain_openai.chat_models.base import _convert_message_to_dict
 
     problems = []
     for i, m in enumerate(messages):
-        calls = getattr(m, "tool_calls", None) or []
-        key = (type(m).__name__, m.id, hash(repr(m.content)), hash(repr(calls)))
+        key = (type(m).__name__, m.id, _fingerprint(m.content), _calls_fingerprint(m))
         if key not in _CONVERTED:
             if len(_CONVERTED) > 20_000:
                 _CONVERTED.clear()
