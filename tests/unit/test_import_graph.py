@@ -114,6 +114,14 @@ def _graph() -> dict[str, set[str]]:
     }
 
 
+def _full_graph() -> dict[str, set[str]]:
+    """Every import, wherever it is: inside functions and under ``TYPE_CHECKING`` too."""
+    return {
+        name: {t for imp in _all_imports(tree, name) for t in _targets(imp)} - {name}
+        for name, tree in TREES.items()
+    }
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -175,6 +183,15 @@ def test_the_helpers_see_what_they_should() -> None:
 def test_no_import_cycles_between_package_modules() -> None:
     """Module-level imports only: TYPE_CHECKING blocks and function-local imports excluded."""
     assert _cycles(_graph()) == []
+
+
+def test_no_import_cycle_at_all_counting_late_and_type_checking_imports() -> None:
+    """No circle even through an import inside a function or under ``TYPE_CHECKING``: a
+    late import that breaks a cycle at load time still ties the two modules together."""
+    full = _full_graph()
+    assert _graph()[f"{PACKAGE}.core"] <= full[f"{PACKAGE}.core"]
+    assert f"{PACKAGE}.archive" in full[f"{PACKAGE}.core"]  # under TYPE_CHECKING there
+    assert _cycles(full) == []
 
 
 def _private_crossings(trees: dict[str, ast.Module]) -> list[str]:
