@@ -25,13 +25,13 @@ from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
+from langchain_compact._defaults import resolve_context_window
 from langchain_compact._ops import Op, Outcome, adrive, drive, in_daemon_thread
 from langchain_compact._prepare import boundary_key
 from langchain_compact.compaction import CompactionResult, Decision
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, thread_id_of
 from langchain_compact.errors import ConfigError, ContextOverflowError, InvalidHistoryError
-from langchain_compact.graph.nodes import resolve_context_window
 from langchain_compact.history import last_boundary_index
 from langchain_compact.markers import with_meta
 from langchain_compact.summarizers import Summarizer

@@ -34,11 +34,12 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "install it with: pip install 'langchain-compact[agents]'"
     ) from exc
 
+from langchain_compact._defaults import resolve_context_window
 from langchain_compact._ops import in_daemon_thread
 from langchain_compact._prepare import Prepared
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import Compactor, thread_id_of
-from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
+from langchain_compact.graph.nodes import CompactionNodes
 from langchain_compact.graph.state import CompactionKeys
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens

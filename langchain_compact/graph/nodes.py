@@ -10,19 +10,18 @@ results into state updates.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from langchain_compact._defaults import resolve_context_window
 from langchain_compact.compaction import CompactionResult
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import Compactor, MicroStep, thread_id_of
-from langchain_compact.errors import CompactionError, CompactionWarning, ConfigError
+from langchain_compact.errors import CompactionError
 from langchain_compact.markers import Action
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
@@ -31,54 +30,10 @@ if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
     from langchain_compact.memory import CompactionMemory
 
+# resolve_context_window is re-exported: its public path was this module.
 __all__ = ["CompactionNodes", "resolve_context_window"]
 
 logger = logging.getLogger("langchain_compact")
-
-
-def resolve_context_window(
-    config: CompactionConfig, model: BaseChatModel | None
-) -> CompactionConfig:
-    """Fill ``context_window`` from the model's ``profile["max_input_tokens"]`` if unset.
-
-    Raises:
-        ConfigError: when neither the config nor the model's profile gives a window.
-    """
-    _check_summary_role(config, model)
-    if config.context_window is not None:
-        return config
-    profile = getattr(model, "profile", None) or {}
-    window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
-    if not isinstance(window, int) or window <= 0:
-        why = (
-            f"{type(model).__name__} has no profile['max_input_tokens']"
-            if model is not None
-            else "no model= was given to read profile['max_input_tokens'] from"
-        )
-        raise ConfigError(
-            f"context_window is unknown ({why}); pass "
-            "CompactionConfig(context_window=<the model's input window in tokens>)."
-        )
-    return config.with_window(window)
-
-
-#: Providers whose chat APIs reject a system message after the first non-system one.
-_SYSTEM_FIRST_ONLY = ("anthropic", "google", "gemini", "vertex", "bedrock")
-
-
-def _check_summary_role(config: CompactionConfig, model: BaseChatModel | None) -> None:
-    if config.summary_role != "system" or model is None:
-        return
-    name = type(model).__name__.lower() + " " + type(model).__module__.lower()
-    if any(p in name for p in _SYSTEM_FIRST_ONLY):
-        warnings.warn(
-            f"summary_role='system' puts a system message in the middle of the history, "
-            f"which {type(model).__name__} rejects ('multiple non-consecutive system "
-            "messages'); use CompactionConfig(summary_role='human') (the default) with this "
-            "model.",
-            CompactionWarning,
-            stacklevel=3,
-        )
 
 
 class CompactionNodes:

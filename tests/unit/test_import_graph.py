@@ -269,3 +269,12 @@ def test_the_library_does_not_import_the_cli() -> None:
 def test_the_top_level_surface_is_small() -> None:
     assert len(langchain_compact.__all__) < 25
     assert len(set(langchain_compact.__all__)) == len(langchain_compact.__all__)
+
+
+def test_the_defaults_module_is_a_leaf() -> None:
+    """``_defaults`` (the context window from the model, the archive's folder) imports only
+    ``errors``, which imports nothing of the package: config, archive and every adapter can
+    take them from it."""
+    full = _full_graph()
+    assert full[f"{PACKAGE}._defaults"] <= {f"{PACKAGE}.errors"}
+    assert full[f"{PACKAGE}.errors"] == set()
