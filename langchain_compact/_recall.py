@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -18,9 +18,6 @@ from pydantic import BaseModel, Field
 
 from langchain_compact._archive_search import paginate
 from langchain_compact.errors import ConfigError
-
-if TYPE_CHECKING:  # archive.py imports this module
-    from langchain_compact.archive import TranscriptArchive
 
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RECALL_MAX_HITS = 10  # hits one recall renders (then pages through)
@@ -47,6 +44,48 @@ class RecallArgs(BaseModel):
         "archived, as named in its notice or stub.",
     )
     page: int = Field(default=1, ge=1, description="Page of the output, starting at 1.")
+
+
+class Hit(Protocol):
+    """One search hit, as the recall tool reads it
+    (:class:`~langchain_compact.archive.ArchivedMessage` is one)."""
+
+    @property
+    def ref(self) -> str: ...
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def message(self) -> BaseMessage: ...
+
+
+class Searchable(Protocol):
+    """What the recall tool needs of an archive: its two searches
+    (:class:`~langchain_compact.archive.TranscriptArchive` has them; typed here so that this
+    module does not import the archive module, which imports it)."""
+
+    def search(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> Sequence[Hit]: ...
+
+    async def asearch(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> Sequence[Hit]: ...
 
 
 def _describe(message: BaseMessage) -> str:
@@ -142,7 +181,7 @@ class RecallRenderer:
         return f"{text}\n\n[page {page} of {pages}, the last]"
 
 
-def build_recall_tool(archive: TranscriptArchive, *, name: str, max_chars: int) -> BaseTool:
+def build_recall_tool(archive: Searchable, *, name: str, max_chars: int) -> BaseTool:
     """The recall tool over ``archive`` (options already validated by ``make_recall_tool``)."""
     recall = RecallRenderer(name=name, max_chars=max_chars)
 

@@ -26,6 +26,7 @@ from langchain_compact import _archive_records as _r
 from langchain_compact import _recall
 from langchain_compact._archive_records import Record
 from langchain_compact._archive_search import hits_to_messages, search_records
+from langchain_compact._defaults import DEFAULT_ARCHIVE_DIR
 from langchain_compact.errors import ArchiveError, ArchiveWarning, ConfigError, CorruptRecordError
 
 __all__ = [
@@ -40,7 +41,6 @@ __all__ = [
     "make_recall_tool",
 ]
 
-DEFAULT_ARCHIVE_DIR = ".memory"
 DEFAULT_STORE_NAMESPACE: tuple[str, ...] = ("langchain_compact", "archive")
 DEFAULT_RECALL_MAX_CHARS = 4000
 DEFAULT_RECALL_TOOL_NAME = "recall_archived"

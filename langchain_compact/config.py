@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from langchain_compact.archive import DEFAULT_ARCHIVE_DIR
+from langchain_compact._defaults import DEFAULT_ARCHIVE_DIR
 from langchain_compact.budget import Budget
 from langchain_compact.errors import ConfigError
 

@@ -3,13 +3,17 @@
 :class:`Compactor` holds what a compaction needs (config, summarizer, archive, counter,
 tool schemas, optional memory) and does each step once, sync and async over the same
 sans-IO body: the micro-compaction step (plan, redact, archive, tag), the decision, a full
-compaction, the check after it and the stop message. The LangGraph nodes
-(:class:`~langchain_compact.graph.nodes.CompactionNodes`), the ``create_agent`` middleware
+compaction, the check after it and the stop message. :meth:`Compactor.turn` runs them all
+before one model call and returns one value, :class:`Turn`: what to replace, or the new
+history after a compaction; ``continue`` / ``compacted`` / ``stopped`` with the stop
+message; the report and events; whether to prepare a summary beside the model call. The
+LangGraph nodes (:class:`~langchain_compact.graph.nodes.CompactionNodes`, which run the
+turn's stages as nodes), the ``create_agent`` middleware
 (:class:`~langchain_compact.middleware.CompactionMiddleware`) and the LCEL transformer
-(:class:`~langchain_compact.lcel.MessageCompactor`) only translate its results into their
-own shape (a state update, a hook's return value, a message list). Its steps report what
-they did as custom stream events (:data:`~langchain_compact.markers.EVENT_KEY`) when they
-run inside a graph, and as log lines on the ``langchain_compact`` logger.
+(:class:`~langchain_compact.lcel.MessageCompactor`) only translate it into their own shape
+(a state update, a hook's return value, a message list). Its steps report what they did as
+custom stream events (:data:`~langchain_compact.markers.EVENT_KEY`) when they run inside a
+graph, and as log lines on the ``langchain_compact`` logger.
 
 Example:
     >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -21,17 +25,26 @@ Example:
     >>> result = core.compact(history, thread_id="t1")
     >>> result.messages[0].id, core.after_compaction(result.messages)
     ('t', 'continue')
+    >>> turn = core.turn(history, "t2")
+    >>> turn.outcome, turn.history == turn.messages, turn.keys()["compaction_count"]
+    ('compacted', True, 1)
+    >>> [e["event"] for e in turn.events]
+    ['compaction']
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
+from typing_extensions import NotRequired, TypedDict
 
 from langchain_compact._compaction_phases import MIN_SUMMARY_TOKENS
 from langchain_compact._compaction_plan import plan_compaction
@@ -56,8 +69,8 @@ from langchain_compact.compaction import (
     stop_message,
 )
 from langchain_compact.config import CompactionConfig
-from langchain_compact.errors import ConfigError
-from langchain_compact.markers import EVENT_KEY, KIND_SUMMARY, get_meta, kind_of
+from langchain_compact.errors import CompactionError, ConfigError
+from langchain_compact.markers import EVENT_KEY, KIND_SUMMARY, Transition, get_meta, kind_of
 from langchain_compact.microcompact import (
     micro_compact_with_count,
     unread_start,
@@ -69,7 +82,17 @@ if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
     from langchain_compact.memory import CompactionMemory
 
-__all__ = ["Compactor", "MicroStep", "emit"]
+__all__ = [
+    "CompactionKeys",
+    "Compactor",
+    "MicroStep",
+    "Pending",
+    "Turn",
+    "TurnOutcome",
+    "compaction_report",
+    "emit",
+    "thread_id_of",
+]
 
 logger = logging.getLogger("langchain_compact")
 
@@ -77,9 +100,19 @@ DEFAULT_THREAD_ID = "default"
 """Archive thread of a run whose config has no ``configurable.thread_id``."""
 
 
+#: The events of the turn (or stage) being run, for :attr:`Turn.events`.
+_TURN_EVENTS: ContextVar[list[dict[str, Any]] | None] = ContextVar(
+    "langchain_compact_turn_events", default=None
+)
+
+
 def emit(event: dict[str, Any]) -> None:
     """Send ``event`` as a custom stream event under :data:`EVENT_KEY`, when inside a graph
-    run that streams ``"custom"``; a no-op anywhere else."""
+    run that streams ``"custom"`` (a no-op anywhere else), and record it in the
+    :attr:`Turn.events` of the turn being run."""
+    events = _TURN_EVENTS.get()
+    if events is not None:
+        events.append(event)
     try:
         from langgraph.config import get_stream_writer
 
@@ -92,6 +125,148 @@ def thread_id_of(run_config: Any, default: str = DEFAULT_THREAD_ID) -> str:
     """The run's ``configurable.thread_id`` (the archive namespace), else ``default``."""
     configurable = (run_config or {}).get("configurable") or {}
     return str(configurable.get("thread_id") or default)
+
+
+@contextmanager
+def _recording() -> Iterator[list[dict[str, Any]]]:
+    """Collect the events emitted inside (a stage run inside a turn also hands its events
+    to the turn)."""
+    outer = _TURN_EVENTS.get()
+    events: list[dict[str, Any]] = []
+    token = _TURN_EVENTS.set(events)
+    try:
+        yield events
+    finally:
+        _TURN_EVENTS.reset(token)
+        if outer is not None:
+            outer.extend(events)
+
+
+class CompactionKeys(TypedDict):
+    """The state keys compaction writes (all optional), for any state schema to include:
+    the graph's ``CompactionState`` and the middleware's state (``create_agent``); a
+    :class:`Turn` gives them (:meth:`Turn.keys`).
+
+    Nothing here is needed for routing decisions, which are derived from the messages
+    (the boundary metadata records counts and streaks), so a checkpoint restored from any
+    point routes the same way. The keys report what happened, for the user and for UIs.
+    """
+
+    transition: NotRequired[Transition]
+    """The seed's ``transition`` state: what the last compaction step did."""
+    compaction_count: NotRequired[int]
+    """Full compactions in this thread so far."""
+    last_compaction: NotRequired[dict[str, Any]]
+    """Numbers of the newest compaction: tokens before/after, archive reference, summarizer."""
+    stop_reason: NotRequired[str]
+    """Why the run stopped, when it did."""
+    prepared_summary: NotRequired[dict[str, Any] | None]
+    """A summary prepared before the trigger (the span it covers, its digest per message,
+    the boundary and settings it was written under), used by the next compaction when it
+    still matches and cleared by it; never part of the messages."""
+
+
+def compaction_report(result: CompactionResult) -> dict[str, Any]:
+    """The numbers of a compaction, as the ``last_compaction`` state key holds them."""
+    summary_meta = get_meta(result.summary) if result.summary is not None else {}
+    return {
+        "index": int(summary_meta.get("index", 0)),
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "archive_ref": result.archive_ref,
+        "summarizer": result.summarizer,
+        "compacted_messages": len(result.compacted),
+        "merged_summaries": result.merged,
+        "errors": list(result.errors),
+        "prepared": result.prepared,
+        "cause": str(summary_meta.get("cause", "")),
+    }
+
+
+TurnOutcome = Literal["continue", "compacted", "stopped"]
+"""How a turn ends: call the model (``"continue"``), call it on a compacted history
+(``"compacted"``), or do not call it (``"stopped"``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What compaction did before one model call: the one value the integrations translate
+    into their own shape (the graph: state updates; the middleware: ``before_model``'s
+    return value; LCEL: the message list).
+
+    Made by :meth:`Compactor.turn` (the whole turn), or stage by stage by
+    :meth:`Compactor.clear`, :meth:`Compactor.compaction` and :meth:`Compactor.stopping`
+    for a host that runs the stages as steps of its own (the graph's nodes).
+    """
+
+    outcome: TurnOutcome
+    """``"continue"``, ``"compacted"`` or ``"stopped"`` (see :data:`TurnOutcome`)."""
+    transition: Transition
+    """What the turn's last step did, as the ``transition`` state key says it."""
+    messages: list[BaseMessage]
+    """The context after the turn: what the model is called with (on a stop, what the stop
+    message follows)."""
+    replaced: Mapping[int, BaseMessage] = field(default_factory=dict)
+    """Micro-compaction's placeholders: index in the turn's input -> the message that
+    replaces it there (same id, so a reducer replaces it in place). Moot when
+    :attr:`history` is set (that history already holds them)."""
+    history: list[BaseMessage] | None = None
+    """After a compaction: the whole new history, replacing the old one (``None``: the
+    history was not replaced)."""
+    stop: AIMessage | None = None
+    """The message the run ends with (outcome ``"stopped"``, when one was asked for)."""
+    reason: str = ""
+    """Why the run stops, or why a compaction took nothing (``""`` otherwise)."""
+    result: CompactionResult | None = None
+    """The full compaction the turn ran, if it ran one (whether or not it took anything)."""
+    error: CompactionError | None = None
+    """The error a full compaction failed with (the outcome is then ``"stopped"``)."""
+    prepare: bool = False
+    """Prepare a summary beside the model call (:meth:`Compactor.prepare` on
+    :attr:`messages`): preparing is on, the call goes ahead past the prepare point, and no
+    usable summary is prepared yet."""
+    events: tuple[dict[str, Any], ...] = ()
+    """What the turn reported, in order (also sent as custom stream events)."""
+
+    @property
+    def report(self) -> dict[str, Any] | None:
+        """The numbers of the compaction that replaced the history (``None``: none did)."""
+        if self.result is None or self.result.summary is None:
+            return None
+        return compaction_report(self.result)
+
+    def keys(self) -> CompactionKeys:
+        """The state keys the turn sets (all but the messages): ``transition``; after a
+        compaction ``compaction_count``, ``last_compaction`` and ``prepared_summary``
+        (cleared: it was used or is stale); ``stop_reason`` when there is a reason."""
+        keys: CompactionKeys = {"transition": self.transition}
+        report = self.report
+        if report is not None:
+            keys["compaction_count"] = report["index"]
+            keys["last_compaction"] = report
+            keys["prepared_summary"] = None
+        if self.reason:
+            keys["stop_reason"] = self.reason
+        return keys
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A summary a host prepares in the background (LCEL keeps a job per boundary), passed
+    to :meth:`Compactor.turn` as ``prepared`` instead of the record itself."""
+
+    take: Callable[[], Any]
+    """The record (or ``None``), waiting for the job if it is still running; called only
+    when the turn compacts. May return an awaitable (for :meth:`Compactor.aturn`)."""
+    ready: Any = None
+    """The record when the job is done (``None`` otherwise), for deciding whether to
+    prepare another."""
+    running: bool = False
+    """The job is still running: prepare no other meanwhile."""
+
+
+#: Transitions after which the stop reason is the one the step gave (state ``stop_reason``).
+_OWN_REASON = ("summarizer_failed", "nothing_to_compact")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +283,8 @@ class MicroStep:
     """Tokens the changed messages freed."""
     tokens: int
     """The context size after the step (the count the decision uses: one per turn)."""
+    changed_at: tuple[int, ...] = ()
+    """Where the changed messages are in the list, in order."""
 
 
 class Compactor:
@@ -115,7 +292,7 @@ class Compactor:
 
     Args:
         config: Settings; ``context_window`` must be known (see
-            :func:`~langchain_compact.graph.nodes.resolve_context_window`).
+            :func:`~langchain_compact.graph.resolve_context_window`).
         summarizer: Defaults to :class:`ExtractiveSummarizer` (offline, deterministic).
         archive: Where cleared and compacted originals go before they are replaced.
         counter: Local token counter for messages after the usage anchor.
@@ -277,7 +454,7 @@ class Compactor:
             "micro-compaction: %d tool results cleared, ~%d tokens saved", len(changed), saved
         )
         self._remember_count(out, result.tokens)
-        return MicroStep(out, changed, ref, saved, result.tokens)
+        return MicroStep(out, changed, ref, saved, result.tokens, tuple(result.changed))
 
     def _can_compact(self, messages: Sequence[BaseMessage]) -> bool:
         """Whether a full compaction can make room for ``messages`` without cutting what the
@@ -462,19 +639,7 @@ class Compactor:
     @staticmethod
     def report(result: CompactionResult) -> dict[str, Any]:
         """The numbers of a compaction, as the ``last_compaction`` state key holds them."""
-        summary_meta = get_meta(result.summary) if result.summary is not None else {}
-        return {
-            "index": int(summary_meta.get("index", 0)),
-            "tokens_before": result.tokens_before,
-            "tokens_after": result.tokens_after,
-            "archive_ref": result.archive_ref,
-            "summarizer": result.summarizer,
-            "compacted_messages": len(result.compacted),
-            "merged_summaries": result.merged,
-            "errors": list(result.errors),
-            "prepared": result.prepared,
-            "cause": str(summary_meta.get("cause", "")),
-        }
+        return compaction_report(result)
 
     def _report(self, result: CompactionResult, seconds: float) -> None:
         if result.prepared.startswith("discarded"):
@@ -486,3 +651,237 @@ class Compactor:
             pause = round(seconds, 3)
             emit({"event": "compaction", **self.report(result), "pause_seconds": pause})
             logger.info("compaction took %.3f s (%s)", pause, result.prepared or "on the spot")
+
+    # ------------------------------------------------------------------ the turn
+
+    def turn(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        prepared: Any = None,
+        run_config: Any = None,
+        write_stop: bool = True,
+    ) -> Turn:
+        """Everything compaction does before one model call, as one :class:`Turn`: clear
+        old tool results (archiving them first), decide, run a full compaction when one is
+        due, check that the next call fits after it, and say why when the run must stop.
+
+        Args:
+            messages: The history the model would be called with.
+            thread_id: The archive's thread.
+            prepared: The summary prepared for this history (the record graph state
+                keeps, as a dict), or a :class:`Pending` job.
+            run_config: The run's config, for the memory store (``memory=``).
+            write_stop: Write the stop message (:attr:`Turn.stop`); ``False`` for a host
+                that cannot end the run (LCEL raises instead).
+        """
+        with _recording() as events:
+            cleared = self.clear(messages, thread_id)
+            decision, prepare = self.route(cleared.messages, prepared)
+            turn = self._decided(cleared, decision, prepare, write_stop)
+            if turn is None:  # a full compaction is due
+                record = prepared.take() if isinstance(prepared, Pending) else prepared
+                done = self.compaction(
+                    cleared.messages, thread_id, prepared=record, run_config=run_config
+                )
+                turn = self._settled(cleared, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    async def aturn(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        prepared: Any = None,
+        run_config: Any = None,
+        write_stop: bool = True,
+    ) -> Turn:
+        """Async twin of :meth:`turn` (archive, summarizer and memory I/O awaited)."""
+        with _recording() as events:
+            cleared = await self.aclear(messages, thread_id)
+            decision, prepare = self.route(cleared.messages, prepared)
+            turn = self._decided(cleared, decision, prepare, write_stop)
+            if turn is None:
+                record = prepared.take() if isinstance(prepared, Pending) else prepared
+                if inspect.isawaitable(record):
+                    record = await record
+                done = await self.acompaction(
+                    cleared.messages, thread_id, prepared=record, run_config=run_config
+                )
+                turn = self._settled(cleared, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    def _decided(
+        self, cleared: Turn, decision: Decision, prepare: bool, write_stop: bool
+    ) -> Turn | None:
+        """The turn when the decision ends it (continue or stop); ``None``: compact."""
+        if decision.action == "continue":
+            return replace(cleared, prepare=prepare)
+        if decision.action == "stop":
+            stopped = self._stopping(cleared.messages, decision.reason, write_stop)
+            return replace(stopped, replaced=cleared.replaced)
+        return None
+
+    def _settled(self, cleared: Turn, done: Turn, write_stop: bool) -> Turn:
+        """A compaction's turn after the check that the next call fits."""
+        done = replace(done, replaced=cleared.replaced)
+        if self.after_step(done.messages, done.transition) == "continue":
+            return done
+        reason = self.stop_reason(done.messages, done.transition, done.reason)
+        stopped = self._stopping(done.messages, reason, write_stop)
+        return replace(
+            done, outcome="stopped", transition="stopped", stop=stopped.stop, reason=reason
+        )
+
+    # ------------------------------------------------------------------ stages of the turn
+
+    def clear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
+        """The turn's first stage: micro-compaction (:meth:`micro`) as a :class:`Turn`
+        (``"continue"``; transition ``"micro_compacted"`` when it replaced anything)."""
+        with _recording() as events:
+            step = self.micro(messages, thread_id)
+        return self._cleared(step, events)
+
+    async def aclear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
+        """Async twin of :meth:`clear`."""
+        with _recording() as events:
+            step = await self.amicro(messages, thread_id)
+        return self._cleared(step, events)
+
+    @staticmethod
+    def _cleared(step: MicroStep, events: list[dict[str, Any]]) -> Turn:
+        changed = dict(zip(step.changed_at, step.changed, strict=True))
+        return Turn(
+            "continue",
+            "micro_compacted" if step.changed else "continue",
+            step.messages,
+            replaced=changed,
+            events=tuple(events),
+        )
+
+    def route(self, messages: Sequence[BaseMessage], prepared: Any = None) -> tuple[Decision, bool]:
+        """The decision before the model call (:meth:`decide`) and whether to prepare a
+        summary beside it (:meth:`prepare_due`; never while a :class:`Pending` job runs)."""
+        decision = self.decide(messages)
+        if isinstance(prepared, Pending):
+            if prepared.running:
+                return decision, False
+            prepared = prepared.ready
+        return decision, self.prepare_due(messages, decision, prepared)
+
+    def compaction(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        prepared: Any = None,
+        run_config: Any = None,
+    ) -> Turn:
+        """The turn's compaction stage: one full compaction (:meth:`compact`), kept in the
+        memory store (:meth:`remember`), as a :class:`Turn` before the check after it
+        (:meth:`after_step`): ``"compacted"``, ``"continue"`` with transition
+        ``"nothing_to_compact"``, or ``"stopped"`` with transition ``"summarizer_failed"``
+        when it failed (:attr:`Turn.error`)."""
+        with _recording() as events:
+            try:
+                result = self.compact(messages, thread_id, prepared=prepared)
+            except CompactionError as exc:
+                return self._compacted(messages, exc, events)
+            self.remember(result, run_config)
+            return self._compacted(messages, result, events)
+
+    async def acompaction(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        prepared: Any = None,
+        run_config: Any = None,
+    ) -> Turn:
+        """Async twin of :meth:`compaction`."""
+        with _recording() as events:
+            try:
+                result = await self.acompact(messages, thread_id, prepared=prepared)
+            except CompactionError as exc:
+                return self._compacted(messages, exc, events)
+            await self.aremember(result, run_config)
+            return self._compacted(messages, result, events)
+
+    @staticmethod
+    def _compacted(
+        messages: Sequence[BaseMessage],
+        result: CompactionResult | CompactionError,
+        events: list[dict[str, Any]],
+    ) -> Turn:
+        before = messages if isinstance(messages, list) else list(messages)
+        if isinstance(result, CompactionError):
+            logger.error("compaction failed: %s", result)
+            return Turn(
+                "stopped",
+                "summarizer_failed",
+                before,
+                reason=str(result),
+                error=result,
+                events=tuple(events),
+            )
+        if result.summary is None:
+            return Turn(
+                "continue",
+                "nothing_to_compact",
+                before,
+                reason=result.reason,
+                result=result,
+                events=tuple(events),
+            )
+        return Turn(
+            "compacted",
+            "compacted",
+            result.messages,
+            history=result.messages,
+            result=result,
+            events=tuple(events),
+        )
+
+    def after_step(
+        self, messages: Sequence[BaseMessage], transition: Any
+    ) -> Literal["continue", "stop"]:
+        """The check after the compaction stage (``transition``: what it did): go on
+        whenever the next call fits (:meth:`after_compaction`); a compaction that took
+        nothing goes on when the call fits as it is; a failed one stops."""
+        if transition not in ("compacted", "nothing_to_compact"):
+            return "stop"
+        if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
+            return "continue" if self.count(messages) <= (self.config.fit_tokens or 0) else "stop"
+        return self.after_compaction(messages)
+
+    def stop_reason(
+        self, messages: Sequence[BaseMessage], transition: Any, reason: Any = None
+    ) -> str:
+        """Why the run stops after the step that ``transition`` names: the step's own
+        ``reason`` after a failed or empty compaction; after a compaction, that the kept
+        messages alone do not fit; else the decision's reason."""
+        if transition in _OWN_REASON and reason:
+            return str(reason)
+        if transition == "compacted":
+            return self.overflow_reason(messages)
+        return self.decide(messages).reason
+
+    def stopping(
+        self,
+        messages: Sequence[BaseMessage],
+        transition: Any = None,
+        reason: Any = None,
+        *,
+        write_stop: bool = True,
+    ) -> Turn:
+        """The turn's stop stage, after the step that ``transition`` names (with its
+        ``reason``, the state's ``stop_reason``): the stop message as a :class:`Turn`."""
+        why = self.stop_reason(messages, transition, reason)
+        return self._stopping(messages, why, write_stop)
+
+    def _stopping(self, messages: Sequence[BaseMessage], reason: str, write_stop: bool) -> Turn:
+        before = messages if isinstance(messages, list) else list(messages)
+        with _recording() as events:
+            message = self.stop(before, reason) if write_stop else None
+        return Turn("stopped", "stopped", before, stop=message, reason=reason, events=tuple(events))

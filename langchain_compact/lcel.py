@@ -17,7 +17,7 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from langchain_core.language_models import BaseChatModel
@@ -25,13 +25,12 @@ from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
-from langchain_compact._ops import Op, Outcome, adrive, drive, in_daemon_thread
+from langchain_compact._defaults import resolve_context_window
+from langchain_compact._ops import in_daemon_thread
 from langchain_compact._prepare import boundary_key
-from langchain_compact.compaction import CompactionResult, Decision
 from langchain_compact.config import CompactionConfig
-from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, thread_id_of
+from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, Pending, Turn, thread_id_of
 from langchain_compact.errors import ConfigError, ContextOverflowError, InvalidHistoryError
-from langchain_compact.graph.nodes import resolve_context_window
 from langchain_compact.history import last_boundary_index
 from langchain_compact.markers import with_meta
 from langchain_compact.summarizers import Summarizer
@@ -183,51 +182,67 @@ class MessageCompactor:
                     return [*replacement, *raw[cut:]], digests
         return list(raw), digests
 
-    def _steps(
-        self, messages: Any, thread_id: str
-    ) -> Generator[Op, Outcome, tuple[list[BaseMessage], list[str], list[BaseMessage], bool]]:
-        """Replay the memo, then the core's micro-compaction step, then the decision.
-
-        Clearing is monotonic, as in graph state: a result this compactor cleared or cut in
-        an earlier call stays so (the raw input still has it whole, and its original is
-        archived already). Returns the raw list, its prefix digests, the list to send on,
-        and whether a full compaction is due.
-        """
+    def _input(
+        self, messages: Any
+    ) -> tuple[list[BaseMessage], list[str], list[str], list[BaseMessage]]:
+        """The raw list, its prefix digests, the digest of each message the turn starts from
+        (as replayed, before clearing) and that list: the memo replayed, and every result
+        this compactor cleared or cut in an earlier call cleared again (clearing is
+        monotonic, as in graph state: the raw input still has it whole, and its original is
+        archived already)."""
         raw = self._coerce(messages)
         replayed, digests = self._replay(raw)
         keys = [_message_digest(m).hex() for m in replayed]
         with self._lock:
             before = [self._cleared.get(k, m) for k, m in zip(keys, replayed, strict=True)]
-        step = yield from self.core.micro_steps(before, thread_id)
+        return raw, digests, keys, before
+
+    def _output(
+        self, raw: list[BaseMessage], digests: list[str], keys: list[str], turn: Turn
+    ) -> list[BaseMessage]:
+        """The :class:`Turn` as the list to send on: remember what it cleared and the
+        compaction it ran (memoised under the digest of the raw prefix it replaced); a
+        stop raises (or passes the history on, ``on_overflow="pass"``)."""
         with self._lock:
-            for key, prev, after in zip(keys, before, step.messages, strict=True):
-                if after is not prev:
-                    self._cleared[key] = with_meta(after, usage_anchor=None)
-        msgs = step.messages
-        decision = self.core.decide(msgs)
-        if decision.action == "stop":
-            self._overflow(decision.reason, msgs)
-        self._prepare_if_due(msgs, decision, thread_id)
-        return raw, digests, msgs, decision.action == "compact"
+            for i, after in turn.replaced.items():
+                self._cleared[keys[i]] = with_meta(after, usage_anchor=None)
+        if turn.error is not None:
+            raise turn.error
+        if turn.result is not None:
+            self.compactions += 1
+        if turn.history is not None:
+            history = turn.history
+            tail_len = len(history) - last_boundary_index(history) - 1
+            cut = len(raw) - tail_len
+            with self._lock:
+                self._memo[digests[cut]] = history[: len(history) - tail_len]
+                while len(self._memo) > self.max_memo:
+                    self._memo.popitem(last=False)
+        if turn.outcome == "stopped":
+            self._overflow(turn.reason, turn.messages)
+        return turn.messages
 
     # ------------------------------------------------------------------ preparing
 
-    def _prepare_if_due(self, msgs: list[BaseMessage], decision: Decision, thread_id: str) -> None:
-        """Past the prepare point, start summarising in a daemon thread (a future keyed by
-        thread and boundary); nothing waits for it before the trigger."""
-        if not self.core.prepares or decision.action != "continue":
-            return
+    def _pending(self, msgs: list[BaseMessage], thread_id: str, *, wait: bool) -> Pending | None:
+        """The summary being prepared for ``msgs``' boundary in this thread, if any (the
+        turn waits for it only when it compacts: ``wait`` sync, else async)."""
         key = (thread_id, boundary_key(msgs))
         with self._lock:
             running = self._preparing.get(key)
-        if running is not None and not running.done():
-            return
-        record = None
-        if running is not None and running.exception() is None:
-            record = running.result()
-        if not self.core.prepare_due(msgs, decision, record):
-            return
-        # A failure is read at the trigger, which then compacts on the spot.
+        if running is None:
+            return None
+        take = self._take_prepared if wait else self._atake_prepared
+        if not running.done():
+            return Pending(take=lambda: take(msgs, thread_id), running=True)
+        ready = running.result() if running.exception() is None else None
+        return Pending(take=lambda: take(msgs, thread_id), ready=ready)
+
+    def _start_preparing(self, msgs: list[BaseMessage], thread_id: str) -> None:
+        """Past the prepare point, start summarising in a daemon thread (a future keyed by
+        thread and boundary); nothing waits for it before the trigger. A failure is read
+        at the trigger, which then compacts on the spot."""
+        key = (thread_id, boundary_key(msgs))
         future = in_daemon_thread("langchain-compact-prepare", self.core.prepare, msgs, thread_id)
         with self._lock:
             self._preparing[key] = future
@@ -263,43 +278,30 @@ class MessageCompactor:
             raise ContextOverflowError(reason, messages=list(msgs))
         logger.warning("compact_messages: %s; passing the history on (on_overflow='pass')", reason)
 
-    def _compacted(
-        self, raw: list[BaseMessage], digests: list[str], result: CompactionResult
-    ) -> list[BaseMessage]:
-        """Memoise the compaction under the digest of the raw prefix it replaced, then check
-        that the next call fits the window (minus the reply reserve)."""
-        self.compactions += 1
-        if result.summary is not None:
-            tail_len = len(result.messages) - last_boundary_index(result.messages) - 1
-            cut = len(raw) - tail_len
-            with self._lock:
-                self._memo[digests[cut]] = result.messages[: len(result.messages) - tail_len]
-                while len(self._memo) > self.max_memo:
-                    self._memo.popitem(last=False)
-        if self.core.after_compaction(result.messages) == "stop":
-            self._overflow(self.core.overflow_reason(result.messages), result.messages)
-        return result.messages
+    # ------------------------------------------------------------------ calls
 
     def __call__(self, messages: Any, config: RunnableConfig | None = None) -> list[BaseMessage]:
         thread_id = self._thread(config)
-        raw, digests, msgs, due = drive(self._steps(messages, thread_id))
-        if not due:
-            return msgs
-        prepared = self._take_prepared(msgs, thread_id)
-        return self._compacted(raw, digests, self.core.compact(msgs, thread_id, prepared=prepared))
+        raw, digests, keys, before = self._input(messages)
+        pending = self._pending(before, thread_id, wait=True)
+        turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False)
+        out = self._output(raw, digests, keys, turn)
+        if turn.prepare:
+            self._start_preparing(turn.messages, thread_id)
+        return out
 
     async def acompact(
         self, messages: Any, config: RunnableConfig | None = None
     ) -> list[BaseMessage]:
         """Async twin of calling the compactor."""
         thread_id = self._thread(config)
-        raw, digests, msgs, due = await adrive(self._steps(messages, thread_id))
-        if not due:
-            return msgs
-        prepared = await self._atake_prepared(msgs, thread_id)
-        return self._compacted(
-            raw, digests, await self.core.acompact(msgs, thread_id, prepared=prepared)
-        )
+        raw, digests, keys, before = self._input(messages)
+        pending = self._pending(before, thread_id, wait=False)
+        turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False)
+        out = self._output(raw, digests, keys, turn)
+        if turn.prepare:
+            self._start_preparing(turn.messages, thread_id)
+        return out
 
     def as_runnable(self) -> Runnable[Any, list[BaseMessage]]:
         """This compactor as a ``Runnable`` (sync and async)."""

@@ -1,11 +1,12 @@
 """``CompactionMiddleware``: compaction for langchain v1 ``create_agent`` (docs/design.md, B6).
 
-A thin adapter over :class:`~langchain_compact.graph.nodes.CompactionNodes`: one
-``before_model`` hook does, before every model call and in the graph's order,
-micro-compaction (old tool results cleared, oversized ones cut, originals archived first),
-the routing decision, a full compaction when it is due, the dirty-value check (still over
-the trigger after compacting: stop, never loop) and the stop message, ending the run with
-``jump_to="end"``. Custom stream events and state keys are the graph's.
+A thin adapter over :class:`~langchain_compact.core.Compactor`: one ``before_model`` hook
+runs the core's turn (:meth:`~langchain_compact.core.Compactor.turn`) before every model
+call: micro-compaction (old tool results cleared, oversized ones cut, originals archived
+first), the routing decision, a full compaction when it is due, the dirty-value check
+(still over the trigger after compacting: stop, never loop) and the stop message. The hook
+only translates the :class:`~langchain_compact.core.Turn` into its return value, ending the
+run with ``jump_to="end"`` on a stop. Custom stream events and state keys are the graph's.
 
 Needs the ``agents`` extra (``pip install 'langchain-compact[agents]'``); the rest of the
 package imports without it.
@@ -21,9 +22,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.message import add_messages
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
 try:
@@ -34,12 +35,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "install it with: pip install 'langchain-compact[agents]'"
     ) from exc
 
+from langchain_compact._defaults import resolve_context_window
 from langchain_compact._ops import in_daemon_thread
 from langchain_compact._prepare import Prepared
 from langchain_compact.config import CompactionConfig
-from langchain_compact.core import Compactor, thread_id_of
-from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
-from langchain_compact.graph.state import CompactionKeys
+from langchain_compact.core import CompactionKeys, Compactor, Turn, thread_id_of
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -56,7 +56,7 @@ Update = dict[str, Any]
 
 class CompactionAgentState(AgentState[Any], CompactionKeys):
     """``create_agent``'s state plus the keys compaction writes
-    (:class:`~langchain_compact.graph.state.CompactionKeys`, the graph's; all optional)."""
+    (:class:`~langchain_compact.core.CompactionKeys`, the graph's too; all optional)."""
 
 
 def _run_config(runtime: Runtime[Any] | None) -> RunnableConfig:
@@ -126,7 +126,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         memory: CompactionMemory | None = None,
     ) -> None:
         super().__init__()
-        self.nodes = CompactionNodes(
+        self._core = Compactor(
             config=resolve_context_window(config or CompactionConfig(), model),
             summarizer=summarizer,
             archive=archive,
@@ -143,12 +143,12 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     @property
     def core(self) -> Compactor:
         """The compaction core this middleware wraps."""
-        return self.nodes.core
+        return self._core
 
     @property
     def config(self) -> CompactionConfig:
         """The settings in use (``context_window`` resolved)."""
-        return self.nodes.config
+        return self._core.config
 
     # ------------------------------------------------------------------ hooks
 
@@ -158,13 +158,16 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     ) -> dict[str, Any] | None:
         """Micro-compact, then compact or stop if needed, before the model is called."""
         config = _run_config(runtime)
-        micro = self.nodes.micro(dict(state), config)
-        current, route = self._route(state, micro)
-        if route == "prepare":
-            self._start(current, config)
-            route = "continue"
-        compacted = self.nodes.summarize(current, config) if route == "compact" else None
-        return self._finish(current, micro, route, compacted)
+        thread_id = thread_id_of(config)
+        turn = self.core.turn(
+            state["messages"],
+            thread_id,
+            prepared=state.get("prepared_summary"),
+            run_config=config,
+        )
+        if turn.prepare:
+            self._start(turn.messages, thread_id)
+        return self._update(turn)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(
@@ -172,17 +175,19 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     ) -> dict[str, Any] | None:
         """Async twin of :meth:`before_model` (archive and summarizer I/O awaited)."""
         config = _run_config(runtime)
-        micro = await self.nodes.amicro(dict(state), config)
-        current, route = self._route(state, micro)
-        if route == "prepare":
-            messages = list(current["messages"])
+        thread_id = thread_id_of(config)
+        turn = await self.core.aturn(
+            state["messages"],
+            thread_id,
+            prepared=state.get("prepared_summary"),
+            run_config=config,
+        )
+        if turn.prepare:
             task = asyncio.get_running_loop().create_task(
-                self.core.aprepare(messages, thread_id_of(config))
+                self.core.aprepare(list(turn.messages), thread_id)
             )
-            self._tasks[thread_id_of(config)] = task
-            route = "continue"
-        compacted = await self.nodes.asummarize(current, config) if route == "compact" else None
-        return self._finish(current, micro, route, compacted)
+            self._tasks[thread_id] = task
+        return self._update(turn)
 
     def after_model(
         self, state: CompactionAgentState, runtime: Runtime[Any]
@@ -214,13 +219,12 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
 
     # ------------------------------------------------------------------ preparing
 
-    def _start(self, current: Update, config: RunnableConfig) -> None:
+    def _start(self, messages: list[BaseMessage], thread_id: str) -> None:
         """Prepare the summary in a daemon thread (in a copy of this context, so the
         summarizer call keeps the run's callbacks and tags) while the model is called; a
         failure reaches after_model, which logs and drops it."""
-        thread_id = thread_id_of(config)
         future = in_daemon_thread(
-            "langchain-compact-prepare", self.core.prepare, list(current["messages"]), thread_id
+            "langchain-compact-prepare", self.core.prepare, list(messages), thread_id
         )
         with self._lock:
             self._jobs[thread_id] = future
@@ -229,37 +233,23 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     def _collected(record: Prepared | None) -> dict[str, Any]:
         return {"prepared_summary": record.as_dict() if record is not None else None}
 
-    # ------------------------------------------------------------------ shared body
+    # ------------------------------------------------------------------ the turn's value
 
-    def _route(self, state: CompactionAgentState, micro: Update) -> tuple[Update, str]:
-        """Merge the micro-compacted messages into the state, then decide (the graph's edge;
-        ``"prepare"`` when the model goes ahead and a summary should be prepared meanwhile)."""
-        current: Update = {**state, **micro}
-        previous: list[Any] = list(state["messages"])
-        current["messages"] = add_messages(previous, micro.get("messages", []))
-        route = self.nodes.route(current)
-        return current, "prepare" if isinstance(route, list) else route
-
-    def _finish(
-        self, current: Update, micro: Update, route: str, compacted: Update | None
-    ) -> Update:
-        """Dirty-value check and stop; one state update composed from the steps taken."""
-        update: Update = dict(micro)
-        messages: list[BaseMessage] = list(micro.get("messages", []))
-        stop = route == "stop"
-        if compacted is not None:
-            update.update(compacted)
-            current = {**current, **compacted}
-            if compacted.get("transition") == "compacted":
-                messages = list(compacted["messages"])  # RemoveMessage(ALL) + new history
-                current["messages"] = messages[1:]
-            stop = self.nodes.after_summarize(current) == "stop"
-        if stop:
-            stopped = self.nodes.stop(current)
-            update.update(stopped)
-            messages += stopped["messages"]
-            update["jump_to"] = "end"
-        update.pop("messages", None)
+    @staticmethod
+    def _update(turn: Turn) -> Update:
+        """The :class:`Turn` as ``before_model``'s return value: its state keys, the
+        messages it changed (placeholders replace by id; a new history replaces all; a stop
+        message appends) and, on a stop, ``jump_to="end"``."""
+        update: Update = dict(turn.keys())
+        messages: list[BaseMessage] = (
+            [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.history]
+            if turn.history is not None
+            else list(turn.replaced.values())
+        )
+        if turn.stop is not None:
+            messages.append(turn.stop)
         if messages:
             update["messages"] = messages
+        if turn.outcome == "stopped":
+            update["jump_to"] = "end"
         return update

@@ -35,12 +35,12 @@ from langchain_compact._render import (
     render_transcript,
     salient_items,
     salient_rank,
+    tool_result_text,
     word_prefix,
 )
 from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
 from langchain_compact.errors import SummarizerError
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of
-from langchain_compact.microcompact import tool_result_text
 from langchain_compact.tokens import approximate_tokens
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 :func:`run_demo` builds the agent (``create_compacting_agent`` for ``compact``; a plain
 agent that ``trim_messages`` its input to the same budget for ``truncate``), streams it
-and turns the graph's updates into one :class:`Turn` per model call, reported live through
+and turns the graph's updates into one :class:`DemoTurn` per model call, reported live through
 a callback. The caller renders the table, the plot and the verdict.
 """
 
@@ -27,7 +27,7 @@ from langchain_compact.demo import ContextReadingPolicy, DependentTask, TaskVerd
 from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
 from langchain_compact.tokens import approximate_tokens, context_tokens
 
-__all__ = ["DEMO_STEPS", "DEMO_WINDOW", "DemoOptions", "DemoResult", "Turn", "run_demo"]
+__all__ = ["DEMO_STEPS", "DEMO_WINDOW", "DemoOptions", "DemoResult", "DemoTurn", "run_demo"]
 
 DEMO_STEPS = 50
 DEMO_WINDOW = 4_000
@@ -57,7 +57,7 @@ class DemoOptions:
 
 
 @dataclass(slots=True)
-class Turn:
+class DemoTurn:
     """One model call and what happened to the context just before it."""
 
     number: int
@@ -84,7 +84,7 @@ class DemoResult:
     """Everything the CLI reports after a run."""
 
     options: DemoOptions
-    turns: list[Turn]
+    turns: list[DemoTurn]
     verdict: TaskVerdict
     final_text: str
     trigger: int
@@ -192,12 +192,12 @@ def _model(options: DemoOptions) -> tuple[BaseChatModel, str, bool]:
 
 
 class _TurnCollector:
-    """Turns the graph's ``updates`` stream into one :class:`Turn` per model call."""
+    """Turns the graph's ``updates`` stream into one :class:`DemoTurn` per model call."""
 
-    def __init__(self, on_turn: Callable[[Turn], None] | None, estimate: Callable[[], int]):
+    def __init__(self, on_turn: Callable[[DemoTurn], None] | None, estimate: Callable[[], int]):
         self.on_turn = on_turn
         self.estimate = estimate
-        self.turns: list[Turn] = []
+        self.turns: list[DemoTurn] = []
         self.stop_reason: str | None = None
         self._pending: dict[str, Any] = {}
 
@@ -225,7 +225,7 @@ class _TurnCollector:
             reply = update["messages"][-1]
             usage = getattr(reply, "usage_metadata", None) or {}
             tokens = usage.get("input_tokens")
-            turn = Turn(
+            turn = DemoTurn(
                 number=len(self.turns) + 1,
                 context_tokens=int(tokens if tokens is not None else self.estimate()),
                 action=_action(reply),
@@ -261,7 +261,7 @@ def _header(options: DemoOptions, model_label: str, real: bool, trigger: int) ->
 def run_demo(
     options: DemoOptions,
     *,
-    on_turn: Callable[[Turn], None] | None = None,
+    on_turn: Callable[[DemoTurn], None] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> DemoResult:
     """Run the dependent task once; report every model turn to ``on_turn`` as it happens.

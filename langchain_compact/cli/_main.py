@@ -198,7 +198,7 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from langchain_compact.cli._demo import DemoOptions, Turn, run_demo
+    from langchain_compact.cli._demo import DemoOptions, DemoTurn, run_demo
     from langchain_compact.cli._report import (
         fit,
         plot_context,
@@ -212,7 +212,7 @@ def _demo(args: argparse.Namespace) -> int:
         for part in fit(line):
             print(part, flush=True)
 
-    def live(turn: Turn) -> None:
+    def live(turn: DemoTurn) -> None:
         for line in progress_lines(turn):
             print(line, flush=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from langchain_compact.cli._demo import DemoResult, Turn
+from langchain_compact.cli._demo import DemoResult, DemoTurn
 
 __all__ = [
     "WIDTH",
@@ -42,7 +42,7 @@ def fit(line: str, *, width: int = WIDTH, indent: str = "  ") -> list[str]:
     ) or [""]
 
 
-def before_call(turn: Turn, *, short: bool = False) -> list[str]:
+def before_call(turn: DemoTurn, *, short: bool = False) -> list[str]:
     """What was cleared, cut, summarised or trimmed just before this model call."""
     events = []
     if turn.cleared or turn.truncated:
@@ -90,13 +90,13 @@ def before_call(turn: Turn, *, short: bool = False) -> list[str]:
     return events
 
 
-def progress_lines(turn: Turn) -> list[str]:
+def progress_lines(turn: DemoTurn) -> list[str]:
     """The live view of one model turn, in at most :data:`WIDTH` columns: number, context
     size and what the model did, then what happened to the context before the call (on the
     same line when it fits, else on indented lines below).
 
     Example:
-        >>> progress_lines(Turn(number=3, context_tokens=1234, action="tool call: f"))
+        >>> progress_lines(DemoTurn(number=3, context_tokens=1234, action="tool call: f"))
         ['turn   3  context  1,234 tokens  tool call: f']
     """
     action = turn.action if len(turn.action) <= 60 else turn.action[:57] + "..."

@@ -1,7 +1,8 @@
 """LangGraph integration: state schema, nodes, routing edges, wiring, prebuilt agent."""
 
+from langchain_compact._defaults import resolve_context_window
 from langchain_compact.graph.agent import create_compacting_agent
-from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
+from langchain_compact.graph.nodes import CompactionNodes
 from langchain_compact.graph.state import CompactionState
 from langchain_compact.graph.wiring import add_compaction
 

@@ -2,27 +2,27 @@
 
 ``CompactionNodes`` wraps a :class:`~langchain_compact.core.Compactor` (config, summarizer,
 archive, counter, tools); its methods are the LangGraph nodes (``micro``, ``summarize``,
-``stop``; each a ``RunnableLambda`` with a sync and an async body) and the edges (``route``,
-``after_summarize``, plain functions returning ``Literal``). They only turn the core's
-results into state updates.
+``stop``, ``prepare``; each a ``RunnableLambda`` with a sync and an async body) and the edges
+(``route``, ``after_summarize``, plain functions returning ``Literal``). A graph runs the
+core's turn stage by stage, each stage a node (so each streams and checkpoints on its own):
+every node turns the stage's :class:`~langchain_compact.core.Turn` into a state update, and
+every edge asks the core what comes next. No decision is made here.
 """
 
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langchain_compact.compaction import CompactionResult
+from langchain_compact._defaults import resolve_context_window
 from langchain_compact.config import CompactionConfig
-from langchain_compact.core import Compactor, MicroStep, thread_id_of
-from langchain_compact.errors import CompactionError, CompactionWarning, ConfigError
+from langchain_compact.core import Compactor, Turn, thread_id_of
+from langchain_compact.errors import CompactionError
 from langchain_compact.markers import Action
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
@@ -31,54 +31,10 @@ if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
     from langchain_compact.memory import CompactionMemory
 
+# resolve_context_window is re-exported: its public path was this module.
 __all__ = ["CompactionNodes", "resolve_context_window"]
 
 logger = logging.getLogger("langchain_compact")
-
-
-def resolve_context_window(
-    config: CompactionConfig, model: BaseChatModel | None
-) -> CompactionConfig:
-    """Fill ``context_window`` from the model's ``profile["max_input_tokens"]`` if unset.
-
-    Raises:
-        ConfigError: when neither the config nor the model's profile gives a window.
-    """
-    _check_summary_role(config, model)
-    if config.context_window is not None:
-        return config
-    profile = getattr(model, "profile", None) or {}
-    window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
-    if not isinstance(window, int) or window <= 0:
-        why = (
-            f"{type(model).__name__} has no profile['max_input_tokens']"
-            if model is not None
-            else "no model= was given to read profile['max_input_tokens'] from"
-        )
-        raise ConfigError(
-            f"context_window is unknown ({why}); pass "
-            "CompactionConfig(context_window=<the model's input window in tokens>)."
-        )
-    return config.with_window(window)
-
-
-#: Providers whose chat APIs reject a system message after the first non-system one.
-_SYSTEM_FIRST_ONLY = ("anthropic", "google", "gemini", "vertex", "bedrock")
-
-
-def _check_summary_role(config: CompactionConfig, model: BaseChatModel | None) -> None:
-    if config.summary_role != "system" or model is None:
-        return
-    name = type(model).__name__.lower() + " " + type(model).__module__.lower()
-    if any(p in name for p in _SYSTEM_FIRST_ONLY):
-        warnings.warn(
-            f"summary_role='system' puts a system message in the middle of the history, "
-            f"which {type(model).__name__} rejects ('multiple non-consecutive system "
-            "messages'); use CompactionConfig(summary_role='human') (the default) with this "
-            "model.",
-            CompactionWarning,
-            stacklevel=3,
-        )
 
 
 class CompactionNodes:
@@ -154,40 +110,40 @@ class CompactionNodes:
         the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action); past the
         prepare point, ``["continue", "prepare"]``: the model and the prepare node run in
         the same superstep, so the summary is written while the model works."""
-        messages = self._messages(state)
-        decision = self.core.decide(messages)
-        if self.core.prepare_due(messages, decision, state.get("prepared_summary")):
-            return ["continue", "prepare"]
-        return decision.action
+        decision, prepare = self.core.route(self._messages(state), state.get("prepared_summary"))
+        return ["continue", "prepare"] if prepare else decision.action
 
     def after_summarize(self, state: dict[str, Any]) -> Literal["continue", "stop"]:
         """Edge after a compaction: go on whenever the next call fits (see
-        :meth:`Compactor.after_compaction`); a failed compaction stops."""
-        transition = state.get("transition")
-        if transition not in ("compacted", "nothing_to_compact"):
-            return "stop"
-        messages = self._messages(state)
-        if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
-            return (
-                "continue" if self.core.count(messages) <= (self.config.fit_tokens or 0) else "stop"
-            )
-        return self.core.after_compaction(messages)
+        :meth:`Compactor.after_step`); a failed compaction stops."""
+        return self.core.after_step(self._messages(state), state.get("transition"))
+
+    # ------------------------------------------------------------------ the turn's value
+
+    def _update(self, turn: Turn) -> dict[str, Any]:
+        """A stage's :class:`Turn` as a state update: its keys, and the messages it changed
+        (placeholders replace by id; a new history replaces all; a stop message appends)."""
+        update: dict[str, Any] = dict(turn.keys())
+        messages: list[BaseMessage] = (
+            [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.history]
+            if turn.history is not None
+            else list(turn.replaced.values())
+        )
+        if turn.stop is not None:
+            messages.append(turn.stop)
+        if messages:
+            update[self.key] = messages
+        return update
 
     # ------------------------------------------------------------------ micro
 
-    def _micro_update(self, step: MicroStep) -> dict[str, Any]:
-        if not step.changed:
-            return {"transition": "continue"}
-        return {self.key: step.changed, "transition": "micro_compacted"}
-
     def micro(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node: clear old tool results and cut oversized ones, archiving originals first."""
-        return self._micro_update(self.core.micro(self._messages(state), thread_id_of(config)))
+        return self._update(self.core.clear(self._messages(state), thread_id_of(config)))
 
     async def amicro(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`micro`."""
-        step = await self.core.amicro(self._messages(state), thread_id_of(config))
-        return self._micro_update(step)
+        return self._update(await self.core.aclear(self._messages(state), thread_id_of(config)))
 
     # ------------------------------------------------------------------ prepare
 
@@ -216,68 +172,34 @@ class CompactionNodes:
 
     # ------------------------------------------------------------------ summarize
 
-    def _summarize_update(self, result: CompactionResult | Exception) -> dict[str, Any]:
-        if isinstance(result, Exception):
-            logger.error("compaction failed: %s", result)
-            return {"transition": "summarizer_failed", "stop_reason": str(result)}
-        if result.summary is None:
-            return {"transition": "nothing_to_compact", "stop_reason": result.reason}
-        report = Compactor.report(result)
-        return {
-            self.key: [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result.messages],
-            "transition": "compacted",
-            "compaction_count": report["index"],
-            "last_compaction": report,
-            "prepared_summary": None,
-        }
-
     def summarize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node: one full compaction; the history is replaced by head + summary + tail."""
-        try:
-            result = self.core.compact(
-                self._messages(state),
-                thread_id_of(config),
-                prepared=state.get("prepared_summary"),
-            )
-        except CompactionError as exc:
-            return self._summarize_update(exc)
-        self.core.remember(result, config)
-        return self._summarize_update(result)
+        turn = self.core.compaction(
+            self._messages(state),
+            thread_id_of(config),
+            prepared=state.get("prepared_summary"),
+            run_config=config,
+        )
+        return self._update(turn)
 
     async def asummarize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`summarize`."""
-        try:
-            result = await self.core.acompact(
-                self._messages(state),
-                thread_id_of(config),
-                prepared=state.get("prepared_summary"),
-            )
-        except CompactionError as exc:
-            return self._summarize_update(exc)
-        await self.core.aremember(result, config)
-        return self._summarize_update(result)
+        turn = await self.core.acompaction(
+            self._messages(state),
+            thread_id_of(config),
+            prepared=state.get("prepared_summary"),
+            run_config=config,
+        )
+        return self._update(turn)
 
     # ------------------------------------------------------------------ stop
 
     def stop(self, state: dict[str, Any]) -> dict[str, Any]:
         """Node: end the run with a message saying what is done, pending, blocked, next."""
-        messages = self._messages(state)
-        transition = state.get("transition")
-        reason = (
-            state.get("stop_reason")
-            if transition in ("summarizer_failed", "nothing_to_compact")
-            else None
+        turn = self.core.stopping(
+            self._messages(state), state.get("transition"), state.get("stop_reason")
         )
-        if not reason:
-            if transition == "compacted":
-                reason = self.core.overflow_reason(messages)
-            else:
-                reason = self.core.decide(messages).reason
-        return {
-            self.key: [self.core.stop(messages, reason)],
-            "transition": "stopped",
-            "stop_reason": reason,
-        }
+        return self._update(turn)
 
     # ------------------------------------------------------------------ runnables
 

@@ -15,9 +15,10 @@ from langgraph.graph import END, StateGraph
 # fails, naming what changed, when one of these internals moves.
 from langgraph.graph._branch import BranchSpec
 
+from langchain_compact._defaults import resolve_context_window
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
-from langchain_compact.graph.nodes import CompactionNodes, resolve_context_window
+from langchain_compact.graph.nodes import CompactionNodes
 from langchain_compact.graph.state import CompactionState
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens

@@ -1,4 +1,5 @@
-"""The package's import graph: no cycles, no private names across modules, the CLI apart.
+"""The package's import graph: no cycles, no private names across modules, the adapters
+apart from one another, the CLI apart.
 
 Every module under ``langchain_compact/`` is parsed with :mod:`ast` (nothing is imported
 except the package itself, for ``__all__``). A module's name is its dotted path; a package
@@ -114,6 +115,43 @@ def _graph() -> dict[str, set[str]]:
     }
 
 
+def _full_graph() -> dict[str, set[str]]:
+    """Every import, wherever it is: inside functions and under ``TYPE_CHECKING`` too."""
+    return {
+        name: {t for imp in _all_imports(tree, name) for t in _targets(imp)} - {name}
+        for name, tree in TREES.items()
+    }
+
+
+GRAPH = f"{PACKAGE}.graph"
+#: The three integrations over the core: each only translates the core's turn.
+ADAPTERS = {"graph": GRAPH, "middleware": f"{PACKAGE}.middleware", "lcel": f"{PACKAGE}.lcel"}
+
+
+def _within(module: str, root: str) -> bool:
+    return module == root or module.startswith(f"{root}.")
+
+
+def _adapter_of(module: str) -> str | None:
+    return next((name for name, root in ADAPTERS.items() if _within(module, root)), None)
+
+
+def _crossings(trees: dict[str, ast.Module]) -> list[str]:
+    """Imports from one adapter into another (the module named, or the one a name is taken
+    from; the package ``__init__`` that re-exports them all is not an adapter)."""
+    found: list[str] = []
+    for name, tree in trees.items():
+        own = _adapter_of(name)
+        if own is None:
+            continue
+        for imp in _all_imports(tree, name):
+            for target in {imp.module, *_targets(imp)}:
+                other = _adapter_of(target)
+                if other is not None and other != own:
+                    found.append(f"{name}:{imp.line} imports {target}")
+    return sorted(set(found))
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -175,6 +213,45 @@ def test_the_helpers_see_what_they_should() -> None:
 def test_no_import_cycles_between_package_modules() -> None:
     """Module-level imports only: TYPE_CHECKING blocks and function-local imports excluded."""
     assert _cycles(_graph()) == []
+
+
+def test_no_import_cycle_at_all_counting_late_and_type_checking_imports() -> None:
+    """No circle even through an import inside a function or under ``TYPE_CHECKING``: a
+    late import that breaks a cycle at load time still ties the two modules together."""
+    full = _full_graph()
+    assert _graph()[f"{PACKAGE}.core"] <= full[f"{PACKAGE}.core"]
+    assert f"{PACKAGE}.archive" in full[f"{PACKAGE}.core"]  # under TYPE_CHECKING there
+    assert _cycles(full) == []
+
+
+def test_the_adapters_import_nothing_of_one_another() -> None:
+    """The graph nodes, the middleware and the LCEL transformer each translate the core's
+    turn; none imports another (so the middleware and LCEL import nothing from graph/)."""
+    sample = {
+        f"{PACKAGE}.lcel": ast.parse(
+            "from langchain_compact.graph.nodes import CompactionNodes\n"
+            "def f():\n"
+            "    from langchain_compact import middleware\n"
+        )
+    }
+    assert _crossings(sample) == [
+        f"{PACKAGE}.lcel:1 imports {PACKAGE}.graph.nodes",
+        f"{PACKAGE}.lcel:3 imports {PACKAGE}.middleware",
+    ]
+    assert _crossings(TREES) == []
+    for adapter in ("middleware", "lcel"):
+        name = ADAPTERS[adapter]
+        modules = {imp.module for imp in _all_imports(TREES[name], name)}
+        assert not any(_within(m, GRAPH) for m in modules), (adapter, sorted(modules))
+
+
+def test_the_defaults_module_is_a_leaf() -> None:
+    """``_defaults`` (the context window from the model, the archive's folder) imports only
+    ``errors``, which imports nothing of the package: config, archive and every adapter can
+    take them from it."""
+    full = _full_graph()
+    assert full[f"{PACKAGE}._defaults"] <= {f"{PACKAGE}.errors"}
+    assert full[f"{PACKAGE}.errors"] == set()
 
 
 def _private_crossings(trees: dict[str, ast.Module]) -> list[str]:
