@@ -14,7 +14,7 @@ from langchain_compact.errors import ArchiveError, CompactionError
 from langchain_compact.markers import KIND_STOP, kind_of
 
 
-def _history(turns: int, chars: int = 2_000, start: int = 0) -> list[BaseMessage]:
+def _history(turns: int, chars: int = 1_300, start: int = 0) -> list[BaseMessage]:
     out: list[BaseMessage] = (
         [HumanMessage("Task: read and report.", id="task")] if not start else []
     )
