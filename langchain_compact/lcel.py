@@ -292,6 +292,7 @@ class MessageCompactor:
         self, messages: Any, config: RunnableConfig | None = None
     ) -> list[BaseMessage]:
         """Async twin of calling the compactor."""
+        await self.core.aready()
         thread_id = self._thread(config)
         raw, digests, msgs, due = await adrive(self._steps(messages, thread_id))
         if not due:

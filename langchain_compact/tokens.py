@@ -13,6 +13,7 @@ Three pieces:
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import hashlib
 import json
@@ -36,10 +37,12 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "TokenizerUnavailableWarning",
+    "aload_tokenizers",
     "anchor_describes",
     "approximate_tokens",
     "calibration",
     "context_tokens",
+    "load_tokenizers",
     "precise_counter",
     "provision_tiktoken_cache",
 ]
@@ -325,6 +328,11 @@ class TiktokenCounter:
         return self._encoder
 
     @property
+    def loaded(self) -> bool:
+        """Whether the encoding is loaded (or the fallback chosen): counting reads no file."""
+        return self._encoder is not None or self._fallback
+
+    @property
     def exact(self) -> bool:
         """``False`` once the counter has fallen back to the approximation."""
         self._load()
@@ -393,6 +401,29 @@ def precise_counter() -> TiktokenCounter | None:
             _warned_fallback = warned  # a user's own TiktokenCounter still warns once
             _precise.append(counter if exact else None)
     return _precise[0]
+
+
+def _tokenizers_loaded(counter: object) -> bool:
+    return bool(_precise) and (not isinstance(counter, TiktokenCounter) or counter.loaded)
+
+
+def load_tokenizers(counter: object = None) -> None:
+    """Load what counting will need now, so no later count reads a file: the process-wide
+    precise counter (:func:`precise_counter`) and ``counter`` when it is a
+    :class:`TiktokenCounter` (provisioning tiktoken's cache from ``bpe-openai`` if needed).
+    Loaded once per process (per counter); a no-op after that."""
+    precise_counter()
+    if isinstance(counter, TiktokenCounter):
+        counter._load()
+
+
+async def aload_tokenizers(counter: object = None) -> None:
+    """:func:`load_tokenizers` in a worker thread, so the event loop never blocks on
+    tiktoken's files (a server such as ``langgraph dev`` refuses blocking calls on its
+    loop). Every async path of the package awaits it first; once loaded it returns at
+    once, without a thread."""
+    if not _tokenizers_loaded(counter):
+        await asyncio.to_thread(load_tokenizers, counter)
 
 
 def context_tokens(
