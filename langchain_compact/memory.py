@@ -43,8 +43,9 @@ DEFAULT_MEMORY_KEY = "latest"
 """Key of the item a :class:`CompactionMemory` writes in its namespace."""
 
 AUTH_USER_KEY = "langgraph_auth_user_id"
-"""The ``configurable`` key where the LangGraph server puts the authenticated user's identity
-when the deployment has auth (``auth`` in ``langgraph.json``); absent without auth."""
+"""The ``configurable`` key where the LangGraph server puts the authenticated user's identity.
+Without auth (no ``auth`` in ``langgraph.json``) it is empty and ``langgraph_auth_user`` is
+``None``; with auth, ``langgraph_auth_user`` holds the user the auth handler returned."""
 
 LOCAL_LABEL = "~local"
 """The label that stands for a missing value with ``missing="local"`` (no auth: one user).
@@ -142,10 +143,10 @@ class CompactionMemory:
             namespace for a deployment without auth, where there is one user. Never a
             namespace made from the missing value itself (``('memory', 'None')``).
 
-    With auth on the LangGraph server (the run's ``configurable`` carries
-    :data:`AUTH_USER_KEY`), ``{user_id}`` is the authenticated user: a run without one
-    raises whatever ``missing`` says, and a ``configurable.user_id`` naming another user
-    raises, so no client reaches another user's memory by passing a ``user_id``.
+    With auth on the LangGraph server (the run's ``configurable`` carries the user in
+    ``langgraph_auth_user`` and :data:`AUTH_USER_KEY`), ``{user_id}`` is the authenticated
+    user: a run without one raises whatever ``missing`` says, and a ``configurable.user_id``
+    naming another user raises, so no client reaches another user's memory by passing one.
 
     Raises:
         ConfigError: on an empty namespace, a non-string label, a per-thread namespace, or
@@ -213,7 +214,9 @@ class CompactionMemory:
                 contains ``.`` or is :data:`LOCAL_LABEL`.
         """
         configurable = _configurable(config)
-        auth = AUTH_USER_KEY in configurable
+        auth = bool(configurable.get(AUTH_USER_KEY)) or (
+            configurable.get("langgraph_auth_user") is not None
+        )
         labels = []
         for label in self.namespace:
             values: dict[str, str] = {}

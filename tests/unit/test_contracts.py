@@ -90,8 +90,14 @@ def test_with_auth_the_user_is_the_authenticated_one() -> None:
     with pytest.raises(ConfigError, match="not the authenticated user"):
         memory.namespace_for({"configurable": {AUTH_USER_KEY: "ann", "user_id": "bob"}})
     for nobody in (None, ""):  # auth on, no user: never the local namespace
+        configurable = {"langgraph_auth_user": {"identity": ""}, AUTH_USER_KEY: nobody}
         with pytest.raises(ConfigError, match=f"auth on.*{AUTH_USER_KEY}.*langgraph.json"):
-            memory.namespace_for({"configurable": {AUTH_USER_KEY: nobody}})
+            memory.namespace_for({"configurable": configurable})
+    # langgraph dev without auth: no user object, an empty identity: the local namespace.
+    noop = {"configurable": {"langgraph_auth_user": None, AUTH_USER_KEY: ""}}
+    assert memory.namespace_for(noop) == ("memory", LOCAL_LABEL)
+    with pytest.raises(ConfigError, match="needs 'user_id' in the run's configurable"):
+        _memory().namespace_for(noop)
 
 
 @pytest.mark.parametrize(
