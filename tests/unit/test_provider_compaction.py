@@ -7,6 +7,7 @@ at every window: never cleared, cut, digested or summarised away. Checked on the
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
-from langchain_compact import CompactionConfig, MessageCompactor, create_compacting_agent
+from langchain_compact import (
+    CompactionConfig,
+    JsonlArchive,
+    MessageCompactor,
+    create_compacting_agent,
+)
 from langchain_compact._compaction_plan import plan_compaction
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
@@ -109,17 +115,22 @@ def task_and_model(provider: str) -> tuple[DependentTask, CompactingProvider]:
 
 @pytest.mark.parametrize("window", WINDOWS)
 @pytest.mark.parametrize("provider", sorted(ITEMS))
-def test_graph_keeps_the_providers_item(provider: str, window: int) -> None:
+def test_graph_keeps_the_providers_item(provider: str, window: int, tmp_path: Path) -> None:
     task, model = task_and_model(provider)
+    archive = JsonlArchive(tmp_path)
     agent = create_compacting_agent(
         model, task.tools(), config=CompactionConfig(context_window=window),
-        checkpointer=InMemorySaver(),
+        checkpointer=InMemorySaver(), archive=archive,
     )  # fmt: skip
     run = {"configurable": {"thread_id": "t"}, "recursion_limit": 400}
     out = agent.invoke({"messages": [("user", task.prompt())]}, run)
     assert task.check(out["messages"][-1].text).ok
     compacted = check_calls(provider, model.calls)
     assert window != WINDOWS[0] or compacted, "the small window compacts around the item"
+    refs = archive.refs(thread_id="t")
+    assert refs or window != WINDOWS[0]
+    archived = [m for ref in refs for m in archive.read(ref, thread_id="t")]
+    assert not any(carries_provider_compaction(m) for m in archived), "never archived away"
 
 
 @pytest.mark.parametrize("window", WINDOWS)
