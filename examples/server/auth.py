@@ -11,6 +11,8 @@ folder) runs these handlers on every API call:
 * :func:`own_threads`: a thread is stamped with its creator at creation; reading, searching,
   updating, deleting it and running on it are filtered to that owner (another user's thread
   answers 404); a run whose ``configurable.user_id`` names another user answers 403.
+* :func:`own_crons` scopes scheduled runs the same way; :func:`shared_assistants` lets
+  clients read the deployment's assistants but not create, change or delete them.
 * :func:`own_store_items`: the ``/store`` API reaches only ``("memory", <user>, ...)``: searches
   and namespace listings are narrowed to it, and any other namespace, another user's memory
   or the archives (``("langchain_compact", "archive", <thread>)``), answers 403. The archive
@@ -82,6 +84,27 @@ async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]
             metadata = value["metadata"] = {}
         metadata["owner"] = ctx.user.identity
     return {"owner": ctx.user.identity}
+
+
+@auth.on.crons
+async def own_crons(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """Scheduled runs, like threads: stamped with their owner and filtered to it."""
+    if isinstance(value, dict):
+        metadata = value.get("metadata")
+        if metadata is None:
+            metadata = value["metadata"] = {}
+        metadata["owner"] = ctx.user.identity
+    return {"owner": ctx.user.identity}
+
+
+@auth.on.assistants
+async def shared_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
+    """The deployment's assistants (the graphs) are read by everyone and changed by no
+    client: one user's edit would change every user's runs."""
+    if ctx.action not in ("read", "search"):
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail="assistants are managed by the deployment, not by clients"
+        )
 
 
 @auth.on.store()

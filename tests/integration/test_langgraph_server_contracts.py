@@ -164,6 +164,11 @@ async def test_one_user_cannot_read_anothers_thread_memory_or_archive(
     with pytest.raises(httpx.HTTPStatusError) as info:
         await alice.store.search_items(["langchain_compact", "archive"])  # recall reads it
     assert info.value.response.status_code == 403
+    assistants = await bob.assistants.search(limit=10)
+    assert {a["graph_id"] for a in assistants} >= {"agent"}  # readable by every user
+    with pytest.raises(httpx.HTTPStatusError) as info:
+        await bob.assistants.update(assistants[0]["assistant_id"], config={"tags": ["x"]})
+    assert info.value.response.status_code == 403
     async with client(auth_server) as nobody:
         with pytest.raises(httpx.HTTPStatusError) as info:
             await nobody.threads.create()
