@@ -29,6 +29,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._scan import history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import get_meta, newest_boundary
@@ -491,13 +492,25 @@ def _describes(
 
     With tiktoken at hand: its input is at least :data:`VERIFIED_SHARE` of their o200k count
     (tokenizers rarely need fewer tokens than o200k; a chain whose model saw a compacted copy
-    reports far fewer). Otherwise at least :data:`MIN_REPORTED_SHARE` of the local count."""
+    reports far fewer). Otherwise at least :data:`MIN_REPORTED_SHARE` of the local count.
+
+    A provider that compacted on its side (a compaction item before the report) counts from
+    its item on: the report is then checked against the messages from the newest item."""
     precise = precise_counter()
-    if precise is not None:
-        pair = _reported_and_local(messages, precise, tools, anchor)
-        return pair is None or pair[0] >= VERIFIED_SHARE * pair[1]
-    pair = _reported_and_local(messages, counter, tools, anchor)
-    return pair is None or pair[0] >= MIN_REPORTED_SHARE * pair[1]
+    counting, share = (
+        (precise, VERIFIED_SHARE) if precise is not None else (counter, MIN_REPORTED_SHARE)
+    )
+    pair = _reported_and_local(messages, counting, tools, anchor)
+    if pair is None or pair[0] >= share * pair[1]:
+        return True
+    i = anchor[0]
+    item = next((k for k in range(i - 1, -1, -1) if carries_provider_compaction(messages[k])), -1)
+    if item < 0:
+        return False
+    since = _reported_and_local(
+        [*messages[item:i], messages[i]], counting, tools, (i - item, *anchor[1:])
+    )
+    return since is None or since[0] >= share * since[1]
 
 
 def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:

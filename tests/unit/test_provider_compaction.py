@@ -25,6 +25,7 @@ from langchain_compact._compaction_plan import plan_compaction
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
 from langchain_compact.markers import KIND_PINNED_TASK, KIND_SUMMARY, kind_of
+from langchain_compact.tokens import context_tokens
 
 ITEMS: dict[str, dict[str, Any]] = {
     # langchain-openai keeps a Responses API output item of type "compaction" as a block
@@ -194,3 +195,27 @@ def test_the_plan_never_takes_the_item_and_keeps_its_tool_results_with_it() -> N
     plan = plan_compaction([task, carrier, result, *rounds], config)
     assert plan is not None and [m.id for m in plan.head] == ["task", "carrier", "r1"]
     assert kind_of(plan.head[0]) == KIND_PINNED_TASK and plan.span[0].id == "a0"
+
+
+@pytest.mark.parametrize("provider", sorted(ITEMS))
+def test_the_providers_report_after_its_item_anchors_the_count(provider: str) -> None:
+    rounds: list[BaseMessage] = [HumanMessage("Task: read the logs", id="task")]
+    for i in range(20):
+        rounds += [
+            AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": f"c{i}"}], id=f"a{i}"),
+            ToolMessage(f"log line {i}\n" * 150, tool_call_id=f"c{i}", id=f"t{i}"),
+        ]
+    # The reply carrying the item, then the next call's report: the provider counted its
+    # compacted context (the item and what follows), not the rounds before the item.
+    carrier = AIMessage(content=[ITEMS[provider], {"type": "text", "text": "ok"}], id="carrier")
+    usage = {"input_tokens": 700, "output_tokens": 20, "total_tokens": 720}
+    reply = AIMessage("noted", id="reply", usage_metadata=usage)
+    history = [*rounds, carrier, HumanMessage("go on", id="h"), reply, HumanMessage("next")]
+    local = context_tokens(rounds)
+    assert local > 10 * 720  # what the provider compacted away, counted locally
+    for verify in (False, True):  # graph and middleware; LCEL checks the report first
+        tokens = context_tokens(history, verify_anchor=verify)
+        assert 720 < tokens < 800, (verify, tokens)
+    # The same report without the provider's item cannot describe the history (LCEL).
+    plain = carrier.model_copy(update={"content": "ok"})
+    assert context_tokens([*rounds, plain, *history[-3:]], verify_anchor=True) > local
