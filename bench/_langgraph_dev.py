@@ -74,12 +74,19 @@ def langgraph_dev(
     env: Mapping[str, str] | None = None,
     jobs: int = 10,
     workdir: Path | None = None,
+    auth: str | None = None,
 ) -> Iterator[DevServer]:
-    """Serve ``graphs`` (name -> ``/abs/path.py:attr``) with ``langgraph dev`` on loopback."""
+    """Serve ``graphs`` (name -> ``/abs/path.py:attr``) with ``langgraph dev`` on loopback;
+    ``auth`` (``/abs/path.py:attr`` of a ``langgraph_sdk.Auth``) turns on custom auth."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lc-lgdev-")))
-        config = {"dependencies": [str(REPO_ROOT), str(EXAMPLE_DIR)], "graphs": dict(graphs)}
+        config: dict[str, object] = {
+            "dependencies": [str(REPO_ROOT), str(EXAMPLE_DIR)],
+            "graphs": dict(graphs),
+        }
+        if auth is not None:
+            config["auth"] = {"path": auth}
         (workdir / "langgraph.json").write_text(json.dumps(config, indent=2))
         port = _free_port()
         url = f"http://127.0.0.1:{port}"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_compact._ops import Op, Outcome, ReadOp
+from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact.config import CompactionConfig
 from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
 from langchain_compact.markers import (
@@ -132,14 +133,15 @@ def plan_compaction(
         cut = _fit_tail(messages, cut, start, limit, counter, config)
     if task_i >= cut:
         task_i = -1
-    span = [m for i, m in enumerate(messages[start:cut], start) if i != task_i]
+    kept, cut = _around_provider_items(messages, start, cut, task_i)
+    span = [m for i, m in enumerate(messages[start:cut], start) if i != task_i and i not in kept]
     if not span:
         return None
-    if task_i >= 0:
-        task = messages[task_i]
-        head.append(
-            task if kind_of(task) == KIND_PINNED_TASK else with_meta(task, kind=KIND_PINNED_TASK)
-        )
+    for i in sorted({*kept, task_i} - {-1}):
+        m = messages[i]
+        if i == task_i and kind_of(m) != KIND_PINNED_TASK:
+            m = with_meta(m, kind=KIND_PINNED_TASK)
+        head.append(m)
     return Plan(head=head, span=span, tail=list(messages[cut:]))
 
 
@@ -201,6 +203,35 @@ def _as_cleared(
     ):
         return message
     return cleared_form(message, counter) or message
+
+
+def _around_provider_items(
+    messages: Sequence[BaseMessage], start: int, cut: int, task_i: int
+) -> tuple[set[int], int]:
+    """Keep a provider's compaction items in place (:mod:`langchain_compact._provider_items`):
+    never in a span. One at the front of the span (nothing but the task before it) joins the
+    head with the results of its own tool calls, so what follows it can be summarised after
+    it; the span ends before any other, which stays in the tail with all after it.
+
+    Returns:
+        The indices moved to the head, and the (possibly earlier) end of the span.
+    """
+    kept: set[int] = set()
+    i = start
+    while i < cut:
+        if i == task_i:
+            i += 1
+        elif carries_provider_compaction(messages[i]):
+            kept.add(i)
+            calls = {c["id"] for c in getattr(messages[i], "tool_calls", None) or [] if c["id"]}
+            i += 1
+            while i < cut and getattr(messages[i], "tool_call_id", None) in calls:
+                kept.add(i)
+                i += 1
+        else:  # the first message to summarise: the span runs to the next item or the cut
+            ahead = range(i + 1, cut)
+            return kept, next((k for k in ahead if carries_provider_compaction(messages[k])), cut)
+    return kept, cut
 
 
 def restore_originals(

@@ -76,7 +76,12 @@ from langchain_compact.microcompact import (
     unread_start,
 )
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
+from langchain_compact.tokens import (
+    TokenCounter,
+    aload_tokenizers,
+    approximate_tokens,
+    context_tokens,
+)
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -475,8 +480,14 @@ class Compactor:
         """Run the micro-compaction step (archive writes done synchronously)."""
         return drive(self.micro_steps(messages, thread_id))
 
+    async def aready(self) -> None:
+        """Load the tokenizers counting needs in a worker thread (once per process), so no
+        async step reads tiktoken's files on the event loop."""
+        await aload_tokenizers(self.counter)
+
     async def amicro(self, messages: Sequence[BaseMessage], thread_id: str) -> MicroStep:
         """Async twin of :meth:`micro`."""
+        await self.aready()
         return await adrive(self.micro_steps(messages, thread_id))
 
     # ------------------------------------------------------------------ preparing
@@ -589,6 +600,7 @@ class Compactor:
 
     async def aprepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
         """Async twin of :meth:`prepare`."""
+        await self.aready()
         started = time.perf_counter()
         return self._prepared(await adrive(self.prepare_steps(messages, thread_id)), started)
 
@@ -621,6 +633,7 @@ class Compactor:
         self, messages: Sequence[BaseMessage], thread_id: str, *, prepared: Any = None
     ) -> CompactionResult:
         """Async twin of :meth:`compact`."""
+        await self.aready()
         started = time.perf_counter()
         result = await acompact_history(messages, **self._kwargs(thread_id, prepared))
         self._report(result, time.perf_counter() - started)

@@ -6,6 +6,8 @@ what to do about it.
 
 from __future__ import annotations
 
+from langchain_core.exceptions import ContextOverflowError as _CoreContextOverflowError
+
 __all__ = [
     "ArchiveError",
     "ArchiveWarning",
@@ -43,9 +45,14 @@ class SummarizerError(CompactionError):
     """A summarizer failed (error, timeout, empty or over-long text, a tool call)."""
 
 
-class ContextOverflowError(CompactionError):
+class ContextOverflowError(CompactionError, _CoreContextOverflowError):
     """The next model call cannot go ahead: it would not fit the context window even after
     compacting, or a limit the user set was reached (``max_compactions``, thrash guard).
+
+    It is also a ``langchain_core.exceptions.ContextOverflowError`` (the error ``ChatOpenAI``
+    and ``ChatAnthropic`` raise when the provider refuses a call for its length), so one
+    ``except langchain_core.exceptions.ContextOverflowError`` catches both, and
+    ``except CompactionError`` still catches this one.
 
     Raised by the LCEL transformer (``compact_messages`` / ``MessageCompactor``), which
     cannot stop a chain the way the graph's stop node does; catch it around

@@ -294,6 +294,7 @@ class MessageCompactor:
         self, messages: Any, config: RunnableConfig | None = None
     ) -> list[BaseMessage]:
         """Async twin of calling the compactor."""
+        await self.core.aready()
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages)
         pending = self._pending(before, thread_id, wait=False)

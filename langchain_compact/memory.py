@@ -14,8 +14,11 @@ and the memory uses the store of the run that calls it (:class:`RunStore`).
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
+import string
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -25,7 +28,9 @@ from langchain_compact._memory_record import MemoryRecord
 from langchain_compact.errors import ConfigError
 
 __all__ = [
+    "AUTH_USER_KEY",
     "DEFAULT_MEMORY_KEY",
+    "LOCAL_LABEL",
     "CompactionMemory",
     "MemoryRecord",
     "RunStore",
@@ -36,6 +41,22 @@ __all__ = [
 
 DEFAULT_MEMORY_KEY = "latest"
 """Key of the item a :class:`CompactionMemory` writes in its namespace."""
+
+AUTH_USER_KEY = "langgraph_auth_user_id"
+"""The ``configurable`` key where the LangGraph server puts the authenticated user's identity.
+Without auth (no ``auth`` in ``langgraph.json``) it is empty and ``langgraph_auth_user`` is
+``None``; with auth, ``langgraph_auth_user`` holds the user the auth handler returned."""
+
+LOCAL_LABEL = "~local"
+"""The label that stands for a missing value with ``missing="local"`` (no auth: one user).
+No run can fill a placeholder with it, so it never meets a real user's namespace."""
+
+#: Keys a memory namespace must not depend on: the memory has to outlive the thread and run.
+_PER_THREAD_KEYS = frozenset({"thread_id", "checkpoint_id", "checkpoint_ns", "run_id"})
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+logger = logging.getLogger("langchain_compact")
+_said_local: set[tuple[str, ...]] = set()
 
 
 class RunStore(BaseStore):
@@ -116,9 +137,22 @@ class CompactionMemory:
             in braces, filled at run time: ``("memory", "{user_id}")`` gives one memory
             per user. Do not use ``{thread_id}``: the memory must outlive the thread.
         key: The item key inside the namespace.
+        missing: What a placeholder whose value the run does not give (absent, ``None`` or
+            empty) becomes: ``"raise"`` (default) a :class:`ConfigError` naming the key;
+            ``"local"`` the label :data:`LOCAL_LABEL`, said once in the log: one local
+            namespace for a deployment without auth, where there is one user. Never a
+            namespace made from the missing value itself (``('memory', 'None')``).
+
+    With auth on the LangGraph server (the run's ``configurable`` carries the user in
+    ``langgraph_auth_user`` and :data:`AUTH_USER_KEY`), ``{user_id}`` is the authenticated
+    user: a run without one raises whatever ``missing`` says, and a ``configurable.user_id``
+    naming another user raises, so no client reaches another user's memory by passing one.
 
     Raises:
-        ConfigError: on an empty namespace, a non-string label or a per-thread namespace.
+        ConfigError: on an empty namespace, a non-string label, a per-thread namespace, or
+            a placeholder other than a plain ``{name}`` (no ``!s``, ``:fmt``, ``.attr`` or
+            ``[index]``: the check that the namespace does not depend on the thread cannot
+            be passed by writing the same key another way).
 
     Example:
         >>> from langgraph.store.memory import InMemoryStore
@@ -135,6 +169,7 @@ class CompactionMemory:
         *,
         namespace: tuple[str, ...],
         key: str = DEFAULT_MEMORY_KEY,
+        missing: Literal["raise", "local"] = "raise",
     ) -> None:
         if store is not None and not isinstance(store, BaseStore):
             raise ConfigError(f"store must be a langgraph BaseStore, got {type(store).__name__}.")
@@ -142,16 +177,22 @@ class CompactionMemory:
             raise ConfigError(f"namespace must be a non-empty tuple of str, got {namespace!r}.")
         if not all(isinstance(label, str) and label for label in namespace):
             raise ConfigError(f"namespace labels must be non-empty str, got {namespace!r}.")
-        if any("{thread_id}" in label for label in namespace):
-            raise ConfigError(
-                "a memory namespace must not depend on {thread_id}: the memory has to outlive "
-                "the thread; use a per-user or per-project label such as '{user_id}'."
-            )
+        for label in namespace:
+            for name in _fields(label):
+                if name in _PER_THREAD_KEYS:
+                    raise ConfigError(
+                        f"a memory namespace must not depend on {{{name}}}: the memory has to "
+                        "outlive the thread; use a per-user or per-project label such as "
+                        "'{user_id}'."
+                    )
         if not isinstance(key, str) or not key:
             raise ConfigError(f"key must be a non-empty str, got {key!r}.")
+        if missing not in ("raise", "local"):
+            raise ConfigError(f"missing={missing!r} is not allowed: use 'raise' or 'local'.")
         self.store: BaseStore = store if store is not None else RunStore()
         self.namespace = namespace
         self.key = key
+        self.missing = missing
 
     @property
     def advice(self) -> str:
@@ -168,25 +209,62 @@ class CompactionMemory:
         """The namespace with ``{placeholders}`` filled from ``config["configurable"]``.
 
         Raises:
-            ConfigError: when a placeholder has no value, or a value contains ``.``.
+            ConfigError: when a placeholder has no value (with ``missing="raise"``, or with
+                auth on), when ``user_id`` is not the authenticated user, or when a value
+                contains ``.`` or is :data:`LOCAL_LABEL`.
         """
         configurable = _configurable(config)
+        auth = bool(configurable.get(AUTH_USER_KEY)) or (
+            configurable.get("langgraph_auth_user") is not None
+        )
         labels = []
         for label in self.namespace:
-            try:
-                filled = label.format_map(configurable)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ConfigError(
-                    f"memory namespace label {label!r} needs {exc} in the run's configurable; "
-                    "pass it in config={'configurable': {...}}."
-                ) from None
-            if not filled or "." in filled:
-                raise ConfigError(
-                    f"memory namespace label {label!r} became {filled!r}; labels must be "
-                    "non-empty and contain no '.'."
-                )
-            labels.append(filled)
+            values: dict[str, str] = {}
+            for name in _fields(label):
+                value = _value(configurable, name, auth)
+                if value is None:
+                    break
+                values[name] = value
+            else:
+                filled = label.format_map(values)
+                if not filled or "." in filled:
+                    raise ConfigError(
+                        f"memory namespace label {label!r} became {filled!r}; labels must be "
+                        "non-empty and contain no '.'."
+                    )
+                labels.append(filled)
+                continue
+            labels.append(self._local(label, name, auth))
         return tuple(labels)
+
+    def _local(self, label: str, name: str, auth: bool) -> str:
+        """The label for a placeholder the run gives no value for, or the error."""
+        if auth:
+            raise ConfigError(
+                f"memory namespace label {label!r} needs {name!r}, and this server has auth "
+                f"on but the run has no authenticated user ({AUTH_USER_KEY} is empty): make "
+                "the auth handler (langgraph.json 'auth') return an identity for every "
+                "request, or pass it in config={'configurable': {...}}."
+            )
+        if self.missing != "local":
+            raise ConfigError(
+                f"memory namespace label {label!r} needs {name!r} in the run's configurable; "
+                "pass it in config={'configurable': {...}}, or build the memory with "
+                "missing='local' for one local namespace (a deployment without auth)."
+            )
+        key = (*self.namespace, name)
+        if key not in _said_local:
+            _said_local.add(key)
+            logger.warning(
+                "memory namespace label %r: the run gives no %r, so the memory goes to the "
+                "local namespace label %r (missing='local'; one namespace for every run "
+                "without it). Pass configurable.%s to keep users apart.",
+                label,
+                name,
+                LOCAL_LABEL,
+                name,
+            )
+        return LOCAL_LABEL
 
     # ------------------------------------------------------------------ put / get
 
@@ -227,8 +305,51 @@ class CompactionMemory:
         return record
 
     def with_store(self, store: BaseStore) -> CompactionMemory:
-        """A copy over ``store`` (same namespace and key)."""
-        return CompactionMemory(store, namespace=self.namespace, key=self.key)
+        """A copy over ``store`` (same namespace, key and ``missing``)."""
+        return CompactionMemory(store, namespace=self.namespace, key=self.key, missing=self.missing)
+
+
+def _fields(label: str) -> list[str]:
+    """The placeholder names of ``label``; only plain ``{name}`` placeholders are allowed."""
+    try:
+        parsed = list(string.Formatter().parse(label))
+    except ValueError as exc:
+        raise ConfigError(
+            f"memory namespace label {label!r} is not a valid template: {exc}."
+        ) from None
+    names = []
+    for _text, name, spec, conversion in parsed:
+        if name is None:
+            continue
+        if not _FIELD.match(name) or spec or conversion:
+            raise ConfigError(
+                f"memory namespace label {label!r}: placeholders must be a plain {{name}} of "
+                "the run's configurable (no conversion, format spec, attribute or index)."
+            )
+        names.append(name)
+    return names
+
+
+def _value(configurable: Mapping[str, Any], name: str, auth: bool) -> str | None:
+    """The value of placeholder ``name`` for this run (``None``: the run gives none).
+
+    With auth on, ``user_id`` is the authenticated user; a different ``user_id`` in the
+    configurable is refused (a client must not name another user's namespace)."""
+    raw = configurable.get(name)
+    if auth and name == "user_id":
+        user = configurable.get(AUTH_USER_KEY)
+        if raw not in (None, "") and user not in (None, "") and str(raw) != str(user):
+            raise ConfigError(
+                f"configurable.user_id={raw!r} is not the authenticated user {user!r}; with "
+                "auth on, the memory namespace's {user_id} is the authenticated user."
+            )
+        raw = user
+    if raw is None or raw == "":
+        return None
+    value = str(raw)
+    if value == LOCAL_LABEL:
+        raise ConfigError(f"{name}={value!r} is reserved for the local namespace; use another.")
+    return value
 
 
 class _Graph(Protocol):

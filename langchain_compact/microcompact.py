@@ -37,6 +37,7 @@ from langchain_compact._placeholders import (
     cut_notice,
     task_notice,
 )
+from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._render import tool_result_text
 from langchain_compact._scan import history_facts, holding
 from langchain_compact.budget import chars_for_tokens
@@ -330,6 +331,8 @@ def _assistant_candidates(
     for i in range(min(before, len(messages))):
         m = messages[i]
         if not isinstance(m, AIMessage) or kind_of(m) == KIND_STOP:
+            continue
+        if carries_provider_compaction(m):  # sent back to the provider as it came
             continue
         if any(
             _long_value(v, min_chars) for c in m.tool_calls for v in (c.get("args") or {}).values()

@@ -13,6 +13,7 @@ Three pieces:
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import hashlib
 import json
@@ -28,6 +29,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._scan import history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import get_meta, newest_boundary
@@ -36,10 +38,12 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "TokenizerUnavailableWarning",
+    "aload_tokenizers",
     "anchor_describes",
     "approximate_tokens",
     "calibration",
     "context_tokens",
+    "load_tokenizers",
     "precise_counter",
     "provision_tiktoken_cache",
 ]
@@ -378,6 +382,11 @@ class TiktokenCounter:
         return self._encoder
 
     @property
+    def loaded(self) -> bool:
+        """Whether the encoding is loaded (or the fallback chosen): counting reads no file."""
+        return self._encoder is not None or self._fallback
+
+    @property
     def exact(self) -> bool:
         """``False`` once the counter has fallen back to the approximation."""
         self._load()
@@ -448,6 +457,29 @@ def precise_counter() -> TiktokenCounter | None:
     return _precise[0]
 
 
+def _tokenizers_loaded(counter: object) -> bool:
+    return bool(_precise) and (not isinstance(counter, TiktokenCounter) or counter.loaded)
+
+
+def load_tokenizers(counter: object = None) -> None:
+    """Load what counting will need now, so no later count reads a file: the process-wide
+    precise counter (:func:`precise_counter`) and ``counter`` when it is a
+    :class:`TiktokenCounter` (provisioning tiktoken's cache from ``bpe-openai`` if needed).
+    Loaded once per process (per counter); a no-op after that."""
+    precise_counter()
+    if isinstance(counter, TiktokenCounter):
+        counter._load()
+
+
+async def aload_tokenizers(counter: object = None) -> None:
+    """:func:`load_tokenizers` in a worker thread, so the event loop never blocks on
+    tiktoken's files (a server such as ``langgraph dev`` refuses blocking calls on its
+    loop). Every async path of the package awaits it first; once loaded it returns at
+    once, without a thread."""
+    if not _tokenizers_loaded(counter):
+        await asyncio.to_thread(load_tokenizers, counter)
+
+
 def context_tokens(
     messages: Sequence[BaseMessage],
     *,
@@ -513,13 +545,25 @@ def _describes(
 
     With tiktoken at hand: its input is at least :data:`VERIFIED_SHARE` of their o200k count
     (tokenizers rarely need fewer tokens than o200k; a chain whose model saw a compacted copy
-    reports far fewer). Otherwise at least :data:`MIN_REPORTED_SHARE` of the local count."""
+    reports far fewer). Otherwise at least :data:`MIN_REPORTED_SHARE` of the local count.
+
+    A provider that compacted on its side (a compaction item before the report) counts from
+    its item on: the report is then checked against the messages from the newest item."""
     precise = precise_counter()
-    if precise is not None:
-        pair = _reported_and_local(messages, precise, tools, anchor)
-        return pair is None or pair[0] >= VERIFIED_SHARE * pair[1]
-    pair = _reported_and_local(messages, counter, tools, anchor)
-    return pair is None or pair[0] >= MIN_REPORTED_SHARE * pair[1]
+    counting, share = (
+        (precise, VERIFIED_SHARE) if precise is not None else (counter, MIN_REPORTED_SHARE)
+    )
+    pair = _reported_and_local(messages, counting, tools, anchor)
+    if pair is None or pair[0] >= share * pair[1]:
+        return True
+    i = anchor[0]
+    item = next((k for k in range(i - 1, -1, -1) if carries_provider_compaction(messages[k])), -1)
+    if item < 0:
+        return False
+    since = _reported_and_local(
+        [*messages[item:i], messages[i]], counting, tools, (i - item, *anchor[1:])
+    )
+    return since is None or since[0] >= share * since[1]
 
 
 def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:

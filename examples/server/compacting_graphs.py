@@ -1,8 +1,9 @@
 """Compacting agents for the LangGraph server (``langgraph dev``, the LangGraph Platform).
 
 Two graphs, both archiving into the server's store (``StoreArchive(RunStore())``: the store the
-platform injects at run time) and keeping a memory that outlives a thread
-(``CompactionMemory``, namespace ``("memory", "{user_id}")`` by default):
+platform injects at run time; or a ``JsonlArchive`` folder with ``LC_ARCHIVE_DIR``) and keeping a
+memory that outlives a thread (``CompactionMemory``, namespace ``("memory", "{user_id}")`` by
+default):
 
 * ``user_graph``: a hand-written ``StateGraph`` (``agent`` <-> ``tools``) with ``add_compaction``;
 * ``agent``: the same agent from ``create_compacting_agent``.
@@ -10,6 +11,13 @@ platform injects at run time) and keeping a memory that outlives a thread
 Run it::
 
     cd examples/server && langgraph dev --no-browser --port 2024
+
+``langgraph.json`` turns on LangGraph's custom auth (``auth.py``): every request carries
+``Authorization: Bearer <token>``, each user reaches only their own threads and memory, and
+``{user_id}`` is the authenticated user. Without auth (a ``langgraph.json`` with no ``auth``), a
+run that passes no ``user_id`` keeps its memory in the one local namespace
+``("memory", "~local")`` (``missing="local"``; the log says so once); with auth, a run with no
+user is refused with an error naming the setting.
 
 Settings (environment variables, all optional):
 
@@ -24,6 +32,8 @@ Settings (environment variables, all optional):
 ``LC_MAX_COMPACTIONS``   stop after this many compactions (default: no limit).
 ``LC_MEMORY_NAMESPACE``  comma-separated namespace labels (default ``memory,{user_id}``);
                          ``{name}`` is filled from the run's ``configurable``.
+``LC_ARCHIVE_DIR``       archive into JSONL files under this folder instead of the store.
+``LC_AUTH_TOKENS``       ``token=user,...`` for ``auth.py`` (default: two demo tokens).
 
 With no model configured it serves the offline demo: the scripted ``ContextReadingPolicy`` and
 the dependent task's ``run_step`` tool. The task's seed, steps and log size come from the run's
@@ -46,7 +56,9 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langchain_compact import (
     CompactionConfig,
     CompactionState,
+    JsonlArchive,
     StoreArchive,
+    TranscriptArchive,
     add_compaction,
     create_compacting_agent,
     make_recall_tool,
@@ -120,9 +132,17 @@ def settings(model: BaseChatModel | None) -> CompactionConfig:
 
 
 def memory() -> CompactionMemory:
-    """Memory across threads in the server's store."""
+    """Memory across threads in the server's store (a run without a user, on a server without
+    auth, uses the local namespace)."""
     labels = os.environ.get("LC_MEMORY_NAMESPACE", "memory,{user_id}")
-    return CompactionMemory(namespace=tuple(s.strip() for s in labels.split(",") if s.strip()))
+    namespace = tuple(s.strip() for s in labels.split(",") if s.strip())
+    return CompactionMemory(namespace=namespace, missing="local")
+
+
+def archive() -> TranscriptArchive:
+    """The server's store, or JSONL files under ``LC_ARCHIVE_DIR``."""
+    directory = os.environ.get("LC_ARCHIVE_DIR", "").strip()
+    return JsonlArchive(directory) if directory else StoreArchive(RunStore())
 
 
 def build_agent(
@@ -132,12 +152,11 @@ def build_agent(
 ) -> Any:
     """``create_compacting_agent`` over the server's store (recall tool included)."""
     model = model or chat_model()
-    archive = StoreArchive(RunStore())
     return create_compacting_agent(
         model or ContextReadingPolicy(),
         tools if tools is not None else [demo_tool()],
         config=config or settings(model),
-        archive=archive,
+        archive=archive(),
         memory=memory(),
     )
 
@@ -145,8 +164,8 @@ def build_agent(
 def build_user_graph(model: BaseChatModel | None = None) -> Any:
     """A hand-written agent graph with ``add_compaction`` over the server's store."""
     model = model or chat_model()
-    archive = StoreArchive(RunStore())
-    tools = [demo_tool(), make_recall_tool(archive)]
+    store = archive()
+    tools = [demo_tool(), make_recall_tool(store)]
     bound = (model or ContextReadingPolicy()).bind_tools(tools)
 
     async def agent(state: CompactionState, config: RunnableConfig) -> dict[str, Any]:
@@ -159,7 +178,7 @@ def build_user_graph(model: BaseChatModel | None = None) -> Any:
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
     add_compaction(
-        builder, config=settings(model), archive=archive, model=model, tools=tools,
+        builder, config=settings(model), archive=store, model=model, tools=tools,
         memory=memory(),
     )  # fmt: skip
     return builder.compile()

@@ -34,14 +34,16 @@ CONCURRENCY = 10
 
 
 @pytest.fixture(scope="module")
-def dev_server() -> Iterator[DevServer]:
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    # An empty tiktoken cache, as on a newcomer's machine: the server fills it off its loop.
+    env = {"TIKTOKEN_CACHE_DIR": str(tmp_path_factory.mktemp("tiktoken"))}
     graphs = {
         "agent": f"{EXAMPLE_MODULE}:agent",
         "user_graph": f"{EXAMPLE_MODULE}:user_graph",
         "recall_agent": f"{TEST_GRAPHS}:recall_agent",
         "limited_agent": f"{TEST_GRAPHS}:limited_agent",
     }
-    with langgraph_dev(graphs, jobs=CONCURRENCY) as server:
+    with langgraph_dev(graphs, env=env, jobs=CONCURRENCY) as server:
         yield server
 
 
