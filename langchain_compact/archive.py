@@ -13,6 +13,7 @@ import asyncio
 import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -315,14 +316,15 @@ class JsonlArchive(_ArchiveBase):
         batch = _r.serialise(messages)
         folder = self.thread_folder(thread_id, create=True)
         try:
-            existing = _f.find_record(folder, batch.digest[:16], thread_id)
-            if existing is not None:
-                return existing
+            with suppress(_f.NoHardLinks):
+                existing = _f.existing_record(folder, batch.digest, thread_id)
+                if existing is not None:
+                    return existing
             ref = _r.make_ref(_r.new_timestamp()[0], batch.digest)
             header = _r.header(ref, thread_id, reason, metadata, len(batch.lines))
             text = "\n".join([_r.dumps(header), *batch.lines]) + "\n"
             # Concurrent writers of the same messages agree on one record (see publish_once).
-            return _f.publish_once(folder, ref, _r.encode(text), thread_id)
+            return _f.publish_once(folder, ref, _r.encode(text), thread_id, batch.digest)
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc
 
@@ -429,11 +431,30 @@ class StoreArchive(_ArchiveBase):
         thread_id: str,
         reason: str,
         metadata: Mapping[str, Any] | None,
-    ) -> tuple[str, dict[str, Any]]:
+    ) -> tuple[str, dict[str, Any], str]:
         batch = _r.serialise(messages)
         ref = _r.make_ref(_r.new_timestamp()[0], batch.digest)
         value = _r.header(ref, thread_id, reason, metadata, len(batch.lines))
-        return batch.digest[:16], {**value, "messages": batch.dicts}
+        return batch.digest[:16], {**value, "messages": batch.dicts}, batch.digest
+
+    def _holder(self, item: Item | None, digest: str, thread_id: str) -> str | None:
+        """The ref of ``item`` when it holds the messages hashing to ``digest``.
+
+        Every writer of the same messages puts under the same key (their content hash), so
+        a concurrent put can only replace the header (ref time, reason): any ref of them
+        reads the same messages. An item holding other messages under that key is damage,
+        reported rather than overwritten.
+        """
+        if item is None:
+            return None
+        messages = item.value.get("messages")
+        lines = [_r.dumps(m) for m in messages] if isinstance(messages, list) else None
+        if lines is None or _r.digest_lines(lines) != digest:
+            raise CorruptRecordError(
+                f"The archive item {item.key!r} of thread {thread_id!r} in {item.namespace!r} "
+                "holds other messages than its key says; move it away."
+            )
+        return str(item.value["ref"])
 
     def _record(self, item: Item | None, ref: str, thread_id: str) -> Record:
         if item is None:  # the key is the ref's content hash, within this thread's namespace
@@ -465,12 +486,13 @@ class StoreArchive(_ArchiveBase):
             >>> archive.write(messages, thread_id="t", reason="again") == ref  # idempotent
             True
         """
-        key, value = self._prepare(messages, thread_id, reason, metadata)
-        existing = self.store.get(self._ns(thread_id), key)
-        if existing is not None:
-            return str(existing.value["ref"])
-        self.store.put(self._ns(thread_id), key, value, index=False)
-        return str(value["ref"])
+        key, value, digest = self._prepare(messages, thread_id, reason, metadata)
+        namespace = self._ns(thread_id)
+        if (found := self._holder(self.store.get(namespace, key), digest, thread_id)) is not None:
+            return found
+        self.store.put(namespace, key, value, index=False)
+        # A concurrent writer's put may have landed last: answer with what the store holds.
+        return self._holder(self.store.get(namespace, key), digest, thread_id) or str(value["ref"])
 
     async def awrite(
         self,
@@ -481,12 +503,14 @@ class StoreArchive(_ArchiveBase):
         metadata: Mapping[str, Any] | None = None,
     ) -> str:
         """Async :meth:`write`."""
-        key, value = self._prepare(messages, thread_id, reason, metadata)
-        existing = await self._async("get", self._ns(thread_id), key)
-        if existing is not None:
-            return str(existing.value["ref"])
-        await self._async("put", self._ns(thread_id), key, value, index=False)
-        return str(value["ref"])
+        key, value, digest = self._prepare(messages, thread_id, reason, metadata)
+        namespace = self._ns(thread_id)
+        found = self._holder(await self._async("get", namespace, key), digest, thread_id)
+        if found is not None:
+            return found
+        await self._async("put", namespace, key, value, index=False)
+        found = self._holder(await self._async("get", namespace, key), digest, thread_id)
+        return found or str(value["ref"])
 
     def _get(self, ref: str, thread_id: str) -> Record:
         item = self.store.get(self._ns(thread_id), _r.parse_ref(ref))

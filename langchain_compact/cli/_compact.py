@@ -119,7 +119,7 @@ class StagedArchive(JsonlArchive):
     def __init__(self, target: JsonlArchive) -> None:
         super().__init__(target.directory / ".staging")  # replaced on the first write
         self.target = target
-        self.staged: list[tuple[str, str]] = []
+        self.staged: list[tuple[str, str, str]] = []  # (thread id, ref, content hash)
         self._ready = False
         self._made_target = False
 
@@ -147,21 +147,30 @@ class StagedArchive(JsonlArchive):
         metadata: Mapping[str, Any] | None = None,
     ) -> str:
         """Stage ``messages`` (or return the ref ``target`` already has for them)."""
-        digest = _r.serialise(messages).digest[:16]
-        existing = _f.find_record(self.target.thread_folder(thread_id), digest, thread_id)
+        digest = _r.serialise(messages).digest
+        existing = self._in_target(thread_id, digest)
         if existing is not None:
             return existing
         self._ensure()
         ref = super().write(messages, thread_id=thread_id, reason=reason, metadata=metadata)
-        if (thread_id, ref) not in self.staged:
-            self.staged.append((thread_id, ref))
+        if (thread_id, ref, digest) not in self.staged:
+            self.staged.append((thread_id, ref, digest))
         return ref
+
+    def _in_target(self, thread_id: str, digest: str) -> str | None:
+        folder = self.target.thread_folder(thread_id)
+        try:
+            return _f.existing_record(folder, digest, thread_id)
+        except _f.NoHardLinks:
+            return None
+        except OSError as exc:
+            raise CliError(self._fix(exc)) from None
 
     def adopt(self, other: StagedArchive) -> None:
         """Take over ``other``'s staged records (they are committed with this archive's)."""
         if other.staged:
             self._ensure()
-        for thread_id, ref in other.staged:
+        for thread_id, ref, digest in other.staged:
             name = f"{ref}.jsonl"
             try:
                 os.replace(
@@ -170,18 +179,24 @@ class StagedArchive(JsonlArchive):
                 )
             except OSError as exc:
                 raise CliError(self._fix(exc)) from None
-            self.staged.append((thread_id, ref))
+            self.staged.append((thread_id, ref, digest))
         other.staged.clear()
 
     def commit(self) -> None:
-        """Move every staged record into ``target``, then remove the staging folder."""
-        for thread_id, ref in self.staged:
+        """Publish every staged record in ``target`` (exactly once, as any write), then
+        remove the staging folder."""
+        for thread_id, ref, digest in self.staged:
             name = f"{ref}.jsonl"
+            staged = self.thread_folder(thread_id) / name
+            folder = self.target.thread_folder(thread_id, create=True)
             try:
-                os.replace(
-                    self.thread_folder(thread_id) / name,
-                    self.target.thread_folder(thread_id, create=True) / name,
-                )
+                try:
+                    found = _f.existing_record(folder, digest, thread_id, source=staged)
+                except _f.NoHardLinks:
+                    found = None
+                if found != ref:  # no hard links, or another writer got there first
+                    # the new history quotes this ref: it must read, even as a second copy
+                    os.replace(staged, folder / name)
             except OSError as exc:
                 raise CliError(self._fix(exc)) from None
         self.staged.clear()
