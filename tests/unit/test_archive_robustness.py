@@ -470,3 +470,22 @@ def test_a_disk_full_error_names_the_archive_folder_not_none(
     with pytest.raises(ArchiveError) as info:
         archive.write([ToolMessage("42", tool_call_id="c1")], thread_id="t", reason="r")
     assert "(None)" not in str(info.value) and str(tmp_path / "memory") in str(info.value)
+
+
+# --- the race harness (bench/archive_race.py; 10,000 trials there) --------------------------
+
+
+def test_race_harness_finds_no_duplicate_and_no_unreadable_ref() -> None:
+    """A few hundred trials of 16 writers (threads; 4 processes x 4 threads; threads on a
+    store) archiving the same messages at once, with random 0-2 ms delays at every
+    filesystem and store step: one record each time, and every ref a writer got reads."""
+    from bench import archive_race
+
+    result = archive_race.run(210)
+    overall = result["overall"]
+    assert overall["trials"] == 210 and overall["writes"] == 210 * 16
+    assert overall["duplicates"] == 0 and overall["missing"] == 0, result["examples"]
+    assert overall["unreadable_refs"] == 0 and overall["errors"] == 0, result["examples"]
+    assert overall["temp_files_left"] == 0
+    for kind in ("threads", "processes"):  # the files: every writer got the same ref
+        assert result["by_kind"][kind]["trials_with_several_refs"] == 0
