@@ -28,8 +28,10 @@ from langchain_compact.archive import JsonlArchive
 from langchain_compact.cli._common import CliError, load_chat_model, message_tokens, pick_counter
 from langchain_compact.cli._inspect import micro_step
 from langchain_compact.cli.transcripts import (
+    DEFAULT_MAX_INPUT_BYTES,
     Container,
     Transcript,
+    check_output,
     encode_transcript,
     read_transcript,
     write_atomic,
@@ -58,7 +60,13 @@ class Loaded:
     repair: HistoryRepair | None = None
 
 
-def load_valid(path: str, *, repair: bool, say: Callable[[str], None]) -> Loaded:
+def load_valid(
+    path: str,
+    *,
+    repair: bool,
+    say: Callable[[str], None],
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+) -> Loaded:
     """Read ``path`` and check its tool-call pairing (pending calls at the end are fine).
 
     With ``repair``, a broken pairing is repaired and every change reported through ``say``
@@ -68,7 +76,7 @@ def load_valid(path: str, *, repair: bool, say: Callable[[str], None]) -> Loaded
     Raises:
         CliError: a broken pairing without ``repair``, or nothing left after the repair.
     """
-    transcript = read_transcript(path)
+    transcript = read_transcript(path, max_bytes=max_bytes)
     try:
         validate_history(transcript.messages, allow_pending=True)  # a run may end mid-call
     except InvalidHistoryError as exc:
@@ -241,17 +249,16 @@ def run_compact(args: argparse.Namespace) -> int:
 
     if args.base_url and not args.model:
         raise CliError("--base-url needs --model NAME (the model name the server serves)")
-    if Path(args.output).is_dir():
-        raise CliError(f"{args.output} is a folder: -o needs a file name")
+    check_output(args.output)  # before any work: a link, FIFO or device is refused
     summarizer = (
         LLMSummarizer(load_chat_model(args.model, base_url=args.base_url)) if args.model else None
     )
-    loaded = load_valid(args.file, repair=args.repair, say=note)
+    loaded = load_valid(args.file, repair=args.repair, say=note, max_bytes=args.max_input_bytes)
     transcript = loaded.transcript
     messages = transcript.messages
     config = _config(args)
     counter, label = pick_counter()
-    thread_id = args.thread_id or Path(args.file).stem
+    thread_id = args.thread_id or ("stdin" if args.file == "-" else Path(args.file).stem)
     stage = StagedArchive(JsonlArchive(args.archive))
     try:
         report = _compact_staged(loaded, config, summarizer, stage, thread_id, counter)
