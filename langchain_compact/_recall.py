@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from langchain_compact._archive_search import paginate
 from langchain_compact.errors import ConfigError
+from langchain_compact.markers import get_meta
 
 if TYPE_CHECKING:  # archive.py imports this module
     from langchain_compact.archive import TranscriptArchive
@@ -47,8 +48,12 @@ class RecallArgs(BaseModel):
 def _describe(message: BaseMessage) -> str:
     if message.type == "tool":
         name = getattr(message, "name", None) or "?"
-        return f"tool result (tool={name}, tool_call_id={getattr(message, 'tool_call_id', '?')})"
-    return _LABELS.get(message.type, f"{message.type} message")
+        what = f"tool result (tool={name}, tool_call_id={getattr(message, 'tool_call_id', '?')})"
+    else:
+        what = _LABELS.get(message.type, f"{message.type} message")
+    if get_meta(message).get("truncated"):  # only when no original of it matched
+        what += " (a version shortened to fit the window, not the original text)"
+    return what
 
 
 def _body(message: BaseMessage) -> str:

@@ -194,7 +194,8 @@ class _ArchiveBase:
         arguments); whole-word hits rank first, then by occurrences, then newest first.
         ``tool_call_id`` finds the tool result of that call; ``message_id`` the message with
         that id. Placeholders left by micro-compaction are skipped, and a message archived
-        twice is returned once.
+        twice is returned once: as its first archived original (originals are immutable; a
+        version cut to fit the window only when no original of it matches).
 
         Example:
             >>> from langchain_core.messages import ToolMessage

@@ -327,8 +327,8 @@ async def test_search_skips_placeholders_and_returns_each_message_once(api: Api)
     await api.write([HumanMessage("go", id="h"), cleared, truncated], thread_id="t")
     hits = await api.search(thread_id="t", tool_call_id="c9")
     assert [(h.ref, h.message.content) for h in hits] == [(first, original.content)]
-    hits = await api.search(thread_id="t", message_id="h")  # archived twice, returned once (newest)
-    assert len(hits) == 1 and hits[0].ref == api.archive.refs(thread_id="t")[-1]
+    hits = await api.search(thread_id="t", message_id="h")  # archived twice, returned once:
+    assert len(hits) == 1 and hits[0].ref == first  # its first archived original
 
 
 # --- isolation and names -----------------------------------------------------------------
