@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -185,5 +186,18 @@ def build_recall_tool(archive: TranscriptArchive, *, name: str, max_chars: int) 
         name=name,
         description=recall.description,
         args_schema=RecallArgs,
-        handle_validation_error=True,
+        handle_validation_error=partial(bad_arguments, name),
+    )
+
+
+def bad_arguments(name: str, error: Exception) -> str:
+    """What the model reads when its arguments do not validate: which ones, and why."""
+    problems = []
+    for item in getattr(error, "errors", lambda: [])():
+        where = ".".join(str(part) for part in item.get("loc", ())) or "arguments"
+        problems.append(f"{where}: {item.get('msg', 'invalid')} (got {item.get('input')!r:.60})")
+    details = "; ".join(problems) or str(error).splitlines()[0]
+    return (
+        f"{name} was called with invalid arguments: {details}. Pass `query` (keywords) or "
+        "`tool_call_id` (strings), and `page` as a whole number from 1 (the first page)."
     )

@@ -281,10 +281,12 @@ class JsonlArchive(_ArchiveBase):
         0700 when ``create`` is set and it is written)."""
         path = self.directory / _r.thread_key(thread_id)
         try:
-            if create and not self.directory.exists():
-                # exist_ok: concurrent writers may race to create the folder.
-                self.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
-                _f.secure_folder(self.directory, create=True)
+            if create:
+                if not self.directory.exists():
+                    # exist_ok: concurrent writers may race to create the folder.
+                    self.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
+                if not self.directory.is_symlink():  # a root linked elsewhere is the user's
+                    _f.secure_folder(self.directory, create=True)  # 0700, even if it was not
             _f.secure_folder(path, create=create)
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc

@@ -298,6 +298,11 @@ def _truncate_one(
         name, ref = "user message", f"message id {msg.id}"
     # The configured digest (e.g. an LLM's), else a structured one within ``keep_chars``.
     body = digest(text) if digest is not None else structured_digest(text, max_chars=keep_chars)
+    if not isinstance(body, str):
+        raise ConfigError(
+            f"the digest returned {type(body).__name__}, not a str: CompactionConfig.digest "
+            "must be a callable str -> str (e.g. llm_digest(model))."
+        )
     note = cut_notice(
         notice,
         kind=kind,
