@@ -198,6 +198,6 @@ def bad_arguments(name: str, error: Exception) -> str:
         problems.append(f"{where}: {item.get('msg', 'invalid')} (got {item.get('input')!r:.60})")
     details = "; ".join(problems) or str(error).splitlines()[0]
     return (
-        f"{name} was called with invalid arguments: {details}. Pass `query` (keywords) or "
+        f"Error: {name} was called with invalid arguments: {details}. Pass `query` (keywords) or "
         "`tool_call_id` (strings), and `page` as a whole number from 1 (the first page)."
     )

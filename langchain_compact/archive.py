@@ -248,9 +248,10 @@ class JsonlArchive(_ArchiveBase):
     thread id plus a hash of it, so no thread id leaves ``directory`` or shares another
     thread's folder; a thread folder or record file that is a symbolic link is refused
     (:class:`ArchiveError`), never followed. Identical writes from concurrent threads or
-    processes leave one record. A record file that cannot be read (empty, not JSON,
-    truncated) is skipped by searches with an :class:`ArchiveWarning`. Async methods run the
-    same sync code in a worker thread.
+    processes leave exactly one record: each is published by an atomic create of a hidden
+    content-addressed name (a hard link, ``.sha256-<hash>``) that fails if it exists. A
+    record file that cannot be read (empty, not JSON, truncated) is skipped by searches with
+    an :class:`ArchiveWarning`. Async methods run the same sync code in a worker thread.
 
     Example:
         >>> import tempfile
