@@ -28,6 +28,7 @@ from langchain_compact._archive_records import (
 from langchain_compact.errors import ArchiveError, ArchiveWarning, CorruptRecordError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_LINK_NOFOLLOW = os.link in os.supports_follow_symlinks
 _SLOT_PREFIX = ".sha256-"
 _MAX_GENERATIONS = 8
 _NO_LINK_ERRNOS = frozenset(
@@ -218,7 +219,10 @@ def _link(source: str | os.PathLike[str], name: Path) -> bool:
     writers, threads or processes, exactly one creates it.
     """
     try:
-        os.link(source, name, follow_symlinks=False)
+        if _LINK_NOFOLLOW:
+            os.link(source, name, follow_symlinks=False)
+        else:  # pragma: no cover - Windows: no links to links there anyway
+            os.link(source, name)
     except FileExistsError:
         return False
     except OSError as exc:

@@ -435,25 +435,25 @@ class StoreArchive(_ArchiveBase):
         thread_id: str,
         reason: str,
         metadata: Mapping[str, Any] | None,
-    ) -> tuple[str, dict[str, Any], str]:
+    ) -> tuple[str, dict[str, Any]]:
         batch = _r.serialise(messages)
         ref = _r.make_ref(_r.new_timestamp()[0], batch.digest)
         value = _r.header(ref, thread_id, reason, metadata, len(batch.lines))
-        return batch.digest[:16], {**value, "messages": batch.dicts}, batch.digest
+        return batch.digest[:16], {**value, "messages": batch.dicts}
 
-    def _holder(self, item: Item | None, digest: str, thread_id: str) -> str | None:
-        """The ref of ``item`` when it holds the messages hashing to ``digest``.
+    def _holder(self, item: Item | None, value: Mapping[str, Any], thread_id: str) -> str | None:
+        """The ref of ``item`` when it holds the messages of ``value`` (the record about to
+        be put under the same key).
 
         Every writer of the same messages puts under the same key (their content hash), so
         a concurrent put can only replace the header (ref time, reason): any ref of them
         reads the same messages. An item holding other messages under that key is damage,
-        reported rather than overwritten.
+        reported rather than overwritten. (Compared as JSON values, not bytes: a store may
+        reorder keys or respell numbers.)
         """
         if item is None:
             return None
-        messages = item.value.get("messages")
-        lines = [_r.dumps(m) for m in messages] if isinstance(messages, list) else None
-        if lines is None or _r.digest_lines(lines) != digest:
+        if item.value.get("messages") != value["messages"]:
             raise CorruptRecordError(
                 f"The archive item {item.key!r} of thread {thread_id!r} in {item.namespace!r} "
                 "holds other messages than its key says; move it away."
@@ -490,13 +490,13 @@ class StoreArchive(_ArchiveBase):
             >>> archive.write(messages, thread_id="t", reason="again") == ref  # idempotent
             True
         """
-        key, value, digest = self._prepare(messages, thread_id, reason, metadata)
+        key, value = self._prepare(messages, thread_id, reason, metadata)
         namespace = self._ns(thread_id)
-        if (found := self._holder(self.store.get(namespace, key), digest, thread_id)) is not None:
+        if (found := self._holder(self.store.get(namespace, key), value, thread_id)) is not None:
             return found
         self.store.put(namespace, key, value, index=False)
         # A concurrent writer's put may have landed last: answer with what the store holds.
-        return self._holder(self.store.get(namespace, key), digest, thread_id) or str(value["ref"])
+        return self._holder(self.store.get(namespace, key), value, thread_id) or str(value["ref"])
 
     async def awrite(
         self,
@@ -507,13 +507,13 @@ class StoreArchive(_ArchiveBase):
         metadata: Mapping[str, Any] | None = None,
     ) -> str:
         """Async :meth:`write`."""
-        key, value, digest = self._prepare(messages, thread_id, reason, metadata)
+        key, value = self._prepare(messages, thread_id, reason, metadata)
         namespace = self._ns(thread_id)
-        found = self._holder(await self._async("get", namespace, key), digest, thread_id)
+        found = self._holder(await self._async("get", namespace, key), value, thread_id)
         if found is not None:
             return found
         await self._async("put", namespace, key, value, index=False)
-        found = self._holder(await self._async("get", namespace, key), digest, thread_id)
+        found = self._holder(await self._async("get", namespace, key), value, thread_id)
         return found or str(value["ref"])
 
     def _get(self, ref: str, thread_id: str) -> Record:

@@ -296,7 +296,7 @@ def test_store_writes_agree_on_one_item_and_every_ref_reads() -> None:
     archive = StoreArchive(InMemoryStore())
     messages = records("t", 2)
     first = archive.write(messages, thread_id="t", reason="r")
-    key, value, _ = archive._prepare(messages, "t", "late", None)
+    key, value = archive._prepare(messages, "t", "late", None)
     archive.store.put(archive._ns("t"), key, value)  # a racing writer's put lands last
     assert value["ref"] != first and archive.refs(thread_id="t") == [value["ref"]]
     assert archive.read(first, thread_id="t") == archive.read(value["ref"], thread_id="t")
@@ -306,7 +306,7 @@ def test_store_writes_agree_on_one_item_and_every_ref_reads() -> None:
 def test_a_store_item_holding_other_messages_is_reported() -> None:
     archive = StoreArchive(InMemoryStore())
     messages = records("t", 2)
-    key, value, _ = archive._prepare(messages, "t", "r", None)
+    key, value = archive._prepare(messages, "t", "r", None)
     archive.store.put(archive._ns("t"), key, {**value, "messages": value["messages"][:1]})
     with pytest.raises(CorruptRecordError, match="other messages"):
         archive.write(messages, thread_id="t", reason="r")
