@@ -489,3 +489,43 @@ def test_race_harness_finds_no_duplicate_and_no_unreadable_ref() -> None:
     assert overall["temp_files_left"] == 0
     for kind in ("threads", "processes"):  # the files: every writer got the same ref
         assert result["by_kind"][kind]["trials_with_several_refs"] == 0
+
+
+def test_without_hard_links_writes_still_work_and_stay_idempotent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some network or FAT filesystems refuse hard links: the archive falls back to a plain
+    atomic write, and a sequential rewrite still finds the first record."""
+    import errno
+
+    def no_links(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    archive = JsonlArchive(tmp_path)
+    messages = records("t", 2)
+    ref = archive.write(messages, thread_id="t", reason="r")
+    assert archive.write(messages, thread_id="t", reason="again") == ref
+    assert archive.refs(thread_id="t") == [ref] and archive.read(ref, thread_id="t") == messages
+    assert [p.name for p in folder_of(archive).iterdir()] == [f"{ref}.jsonl"]
+
+
+def test_a_staged_record_published_meanwhile_keeps_its_ref_readable(tmp_path: Path) -> None:
+    """``compact`` stages records and publishes them at the end: when another writer
+    archived the same messages meanwhile, the staged ref (which the new history quotes)
+    still reads them."""
+    from langchain_compact.cli._compact import StagedArchive
+
+    target = JsonlArchive(tmp_path / "memory")
+    stage = StagedArchive(target)
+    messages = records("t", 2)
+    staged = stage.write(messages, thread_id="t", reason="r")
+    other = target.write(messages, thread_id="t", reason="meanwhile")
+    stage.commit()
+    assert staged != other
+    assert target.read(staged, thread_id="t") == target.read(other, thread_id="t") == messages
+    # Without a concurrent writer, a staged record is published once, under its own ref.
+    stage = StagedArchive(target)
+    ref = stage.write(records("u", 1), thread_id="t", reason="r")
+    stage.commit()
+    assert target.write(records("u", 1), thread_id="t", reason="again") == ref
