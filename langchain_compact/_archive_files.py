@@ -1,11 +1,14 @@
 """Private: the JSONL archive's files (:class:`langchain_compact.archive.JsonlArchive`).
 
-Real folders of mode 0700 (symbolic links refused), records published once per content hash
-even by concurrent writers, and a bounded cache of parsed record files.
+Real folders of mode 0700 (symbolic links refused), records published exactly once per
+content hash even by concurrent writers (an atomic create of a content-addressed name), and
+a bounded cache of parsed record files.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
 import stat
@@ -25,7 +28,14 @@ from langchain_compact._archive_records import (
 from langchain_compact.errors import ArchiveError, ArchiveWarning, CorruptRecordError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLAIM_PREFIX = ".claim-"
+_LINK_NOFOLLOW = os.link in os.supports_follow_symlinks
+_SLOT_PREFIX = ".sha256-"
+_MAX_GENERATIONS = 8
+_NO_LINK_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS", "EMLINK", "EXDEV")
+    if hasattr(errno, name)
+)
 
 
 def _symlink_error(path: str | os.PathLike[str], what: str) -> ArchiveError:
@@ -113,90 +123,205 @@ def atomic_write(path: Path, data: bytes) -> None:
     _fsync_folder(path.parent)
 
 
-def find_record(folder: Path, short: str, thread_id: str) -> str | None:
-    """The oldest readable record of ``thread_id`` in ``folder`` whose ref ends in ``short``.
+def _read_raw(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of a regular archive file, never through a symbolic link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        if os.path.islink(path):
+            raise _symlink_error(path, "file") from exc
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise CorruptRecordError(f"The archive file {os.fspath(path)} is not a regular file.")
+        return handle.read()
 
-    A file of that name that cannot be read is skipped with an :class:`ArchiveWarning` (a new
-    record is then written, so nothing is lost); a symbolic link is refused.
+
+class ForeignRecordError(CorruptRecordError):
+    """A readable record whose header is not the expected one (another thread's, say)."""
+
+
+def record_ref(path: str | os.PathLike[str], digest: str, thread_id: str) -> str:
+    """The ref of the complete record of ``thread_id`` at ``path`` whose messages hash to
+    ``digest`` (sha256 over the canonical message lines, as in ``serialise``).
+
+    Raises:
+        CorruptRecordError: the file holds anything else (other messages, another thread,
+            a truncated or malformed record).
+        FileNotFoundError: there is no such file.
     """
+    raw = _read_raw(path)
+    bad = f"The archive file {os.fspath(path)} does not hold the record it is named after"
+    newline = raw.find(b"\n")
+    if newline < 0 or not raw.endswith(b"\n"):
+        raise CorruptRecordError(f"{bad} (it is empty or truncated).")
+    body = raw[newline + 1 : -1]
+    if hashlib.sha256(body).hexdigest() != digest:
+        raise CorruptRecordError(f"{bad} (its messages have another content hash).")
+    try:
+        header = json.loads(decode(raw[:newline]))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = None
+    ref = header.get("ref") if isinstance(header, dict) else None
+    count = body.count(b"\n") + 1 if body else 0
+    if not (
+        isinstance(header, dict)
+        and isinstance(ref, str)
+        and is_ref(ref)
+        and parse_ref(ref) == digest[:16]
+        and header.get("thread_id") == thread_id
+        and header.get("count") == count
+    ):
+        raise ForeignRecordError(f"{bad} (line 1 is not its record header).")
+    return ref
+
+
+def slot_path(folder: Path, digest: str, generation: int = 0) -> Path:
+    """The content-addressed name of the record holding ``digest`` in ``folder``.
+
+    A hidden hard link to the record's file; generation 1, 2, ... only replace a slot that
+    holds something else (a damaged file), never a good one.
+    """
+    return folder / f"{_SLOT_PREFIX}{digest}{f'.{generation}' if generation else ''}"
+
+
+def _older_record(folder: Path, digest: str, thread_id: str) -> Path | None:
+    """The oldest good record file of ``digest`` without a slot (written before records had
+    slots, or moved in by ``compact``'s staging); unreadable ones are skipped with an
+    :class:`ArchiveWarning`."""
+    short = digest[:16]
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(f"_{short}.jsonl"))
     except FileNotFoundError:
         return None
     for name in names:
-        ref = name[:-6]
-        if not is_ref(ref):
+        if not is_ref(name[:-6]):
             continue
+        path = folder / name
         try:
-            header, _ = read_record_file(os.path.join(folder, name))
-        except CorruptRecordError as exc:
-            warnings.warn(f"{exc} It is ignored.", ArchiveWarning, stacklevel=2)
+            if record_ref(path, digest, thread_id) == name[:-6]:
+                return path
+        except (FileNotFoundError, ForeignRecordError):  # gone, or not this thread's record
             continue
-        if header.get("ref") == ref and header.get("thread_id") == thread_id:
-            return ref
+        except CorruptRecordError as exc:
+            warnings.warn(f"{exc} It is ignored.", ArchiveWarning, stacklevel=3)
     return None
 
 
-def _claimed_ref(claim: Path, short: str) -> str | None:
-    """The ref a writer's claim file holds, ``None`` if it vanished or is not a claim."""
+class NoHardLinks(Exception):
+    """The filesystem refuses hard links (some network or FAT filesystems)."""
+
+
+def _link(source: str | os.PathLike[str], name: Path) -> bool:
+    """Create ``name`` as a hard link to ``source``; ``False`` if ``name`` exists.
+
+    ``os.link`` is an atomic create that fails when the name exists: of any number of
+    writers, threads or processes, exactly one creates it.
+    """
     try:
-        header, _ = read_record_file(str(claim))
-    except (CorruptRecordError, FileNotFoundError):
-        return None
-    ref = header.get("ref")
-    return ref if isinstance(ref, str) and is_ref(ref) and ref.endswith(short) else None
+        if _LINK_NOFOLLOW:
+            os.link(source, name, follow_symlinks=False)
+        else:  # pragma: no cover - Windows: no links to links there anyway
+            os.link(source, name)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno in _NO_LINK_ERRNOS:
+            raise NoHardLinks from exc
+        raise
+    return True
 
 
-def publish_once(folder: Path, ref: str, data: bytes, thread_id: str) -> str:
-    """Publish record ``ref`` in ``folder`` unless ``thread_id`` has one with its content hash.
+def _publish_ref(folder: Path, slot: Path, ref: str, digest: str, thread_id: str) -> None:
+    """Make ``<ref>.jsonl`` (what ``refs`` lists and ``read`` opens) a link to ``slot``."""
+    final = folder / f"{ref}.jsonl"
+    if _link(slot, final):
+        _fsync_folder(folder)
+        return
+    try:
+        same = os.path.samestat(os.lstat(slot), os.lstat(final))
+    except FileNotFoundError:
+        same = False
+    if not same and record_ref(final, digest, thread_id) != ref:  # pragma: no cover
+        raise CorruptRecordError(f"The archive file {final} holds another record.")
 
-    Safe for concurrent writers, threads or processes: each writes a complete temp file and
-    hard-links it to ``.claim-<hash>`` (``os.link`` fails if the name exists, so exactly one
-    writer holds the claim). The holder publishes ``<ref>.jsonl`` and removes the claim only
-    afterwards; any other writer returns the existing record, or finishes the publication
-    of a claim whose writer died. Filesystems without hard links fall back to a plain
-    atomic write.
+
+def existing_record(
+    folder: Path, digest: str, thread_id: str, *, source: str | os.PathLike[str] | None = None
+) -> str | None:
+    """The ref of ``thread_id``'s record of the messages hashing to ``digest`` in ``folder``;
+    with ``source`` (a complete, fsynced record file of them), publish it if there is none.
+
+    Correct by construction for any number of concurrent writers: the record's
+    content-addressed slot (:func:`slot_path`) is created with one atomic ``os.link`` that
+    fails if it exists, so exactly one file ever holds the slot, and every writer returns
+    the ref named in that file's header, after making sure ``<ref>.jsonl`` links to it. No
+    lock, no claim, nothing ever removed: a writer that dies at any step leaves either
+    nothing, or a slot the next writer of the same messages finishes publishing. A slot
+    holding anything else (a damaged file) is skipped with an :class:`ArchiveWarning`, and
+    the next generation's slot is used.
+
+    Returns:
+        The ref, or ``None`` when there is no record and no ``source``.
+
+    Raises:
+        NoHardLinks: the filesystem has no hard links (the caller falls back).
+    """
+    adopted = False
+    generation = vanished = 0
+    while generation < _MAX_GENERATIONS:
+        slot = slot_path(folder, digest, generation)
+        if not os.path.lexists(slot):
+            candidate: str | os.PathLike[str] | None = source
+            if not adopted:  # a record that predates its slot is the one to keep
+                adopted = True
+                candidate = _older_record(folder, digest, thread_id) or source
+            if candidate is None:
+                return None
+            try:
+                _link(candidate, slot)
+            except FileNotFoundError:  # the older record was moved away meanwhile
+                continue
+        try:
+            ref = record_ref(slot, digest, thread_id)
+        except FileNotFoundError:  # removed by hand meanwhile: look again
+            vanished += 1
+            if vanished > 100:
+                raise
+            continue
+        except CorruptRecordError as exc:
+            warnings.warn(f"{exc} It is ignored.", ArchiveWarning, stacklevel=2)
+            generation += 1
+            continue
+        _publish_ref(folder, slot, ref, digest, thread_id)
+        return ref
+    raise ArchiveError(
+        f"The archive folder {folder} holds {_MAX_GENERATIONS} damaged files named "
+        f"{slot_path(folder, digest).name}*; move them away."
+    )
+
+
+def publish_once(folder: Path, ref: str, data: bytes, thread_id: str, digest: str) -> str:
+    """Publish record ``ref`` (the bytes ``data``, whose messages hash to ``digest``) in
+    ``folder`` unless ``thread_id`` already has a record of those messages.
+
+    The record is written to a unique temp file and fsynced, then published by
+    :func:`existing_record` (an atomic create of its content-addressed name). Filesystems
+    without hard links fall back to a plain atomic write (exactly-once is then not
+    guaranteed under concurrent writers).
 
     Returns:
         The ref that holds the content (``ref``, or the one published first).
     """
-    short = parse_ref(ref)
-    claim = folder / f"{_CLAIM_PREFIX}{short}"
     tmp = _write_temp(folder, data)
     try:
-        for _ in range(100):
-            try:
-                os.link(tmp, claim)
-            except FileExistsError:
-                found = find_record(folder, short, thread_id)
-                owner = found or _claimed_ref(claim, short)
-                if owner is None:  # released meanwhile, or junk: clear it and try again
-                    with suppress(FileNotFoundError):
-                        if _claimed_ref(claim, short) is None:
-                            os.unlink(claim)
-                    continue
-                if found is None:  # the holder died before publishing: finish its work
-                    try:
-                        os.link(claim, folder / f"{owner}.jsonl")
-                    except FileExistsError:
-                        pass
-                    except FileNotFoundError:  # the holder was alive and released: look again
-                        continue
-                    _fsync_folder(folder)
-                with suppress(FileNotFoundError):  # the record exists: the claim is spent
-                    os.unlink(claim)
-                return owner
-            except OSError:  # no hard links here (some network or FAT filesystems)
-                break
-            try:  # this writer holds the claim
-                found = find_record(folder, short, thread_id)
-                if found is None:
-                    os.replace(tmp, folder / f"{ref}.jsonl")
-                    _fsync_folder(folder)
-            finally:  # released once published, or on failure (nothing left behind)
-                with suppress(FileNotFoundError):
-                    os.unlink(claim)
-            return found or ref
+        try:
+            found = existing_record(folder, digest, thread_id, source=tmp)
+        except NoHardLinks:  # best effort: the oldest record of these messages, if any
+            older = _older_record(folder, digest, thread_id)
+            found = None if older is None else older.name[:-6]
+        if found is not None:
+            return found
         os.replace(tmp, folder / f"{ref}.jsonl")
         _fsync_folder(folder)
         return ref
@@ -213,16 +338,7 @@ def read_record_file(path: str) -> tuple[dict[str, Any], Record]:
         ArchiveError: the file is a symbolic link.
         OSError: the file cannot be read.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_BINARY", 0))
-    except OSError as exc:
-        if os.path.islink(path):
-            raise _symlink_error(path, "file") from exc
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise CorruptRecordError(f"The archive file {path} is not a regular file.")
-        raw = handle.read()
+    raw = _read_raw(path)
     bad = f"The archive file {path} is not a valid record"
     try:
         # split on "\n" only: JSON keeps U+2028, U+0085 etc. raw; splitlines() breaks on them

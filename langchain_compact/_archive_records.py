@@ -65,11 +65,15 @@ class SerialisedBatch:
         return [json.loads(line) for line in self.lines]
 
 
+def digest_lines(lines: Sequence[str]) -> str:
+    """The content hash of serialised messages (sha256 over their canonical lines)."""
+    return hashlib.sha256("\n".join(lines).encode(_ENCODING, _ERRORS)).hexdigest()
+
+
 def serialise(messages: Sequence[BaseMessage]) -> SerialisedBatch:
     """Serialise ``messages`` and hash them (sha256 over the canonical lines)."""
     lines = [dumps(d) for d in messages_to_dict(list(messages))]
-    digest = hashlib.sha256("\n".join(lines).encode(_ENCODING, _ERRORS)).hexdigest()
-    return SerialisedBatch(lines=lines, digest=digest)
+    return SerialisedBatch(lines=lines, digest=digest_lines(lines))
 
 
 def encode(text: str) -> bytes:

@@ -22,9 +22,20 @@ from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, META_KEY
 _PLACEHOLDER_KINDS = frozenset({KIND_CLEARED, KIND_TRUNCATED})
 
 
-def _is_placeholder(data: Mapping[str, Any]) -> bool:
+def _marker(data: Mapping[str, Any]) -> Mapping[str, Any]:
     marker = (data.get("response_metadata") or {}).get(META_KEY)
-    return isinstance(marker, dict) and marker.get("kind") in _PLACEHOLDER_KINDS
+    return marker if isinstance(marker, dict) else {}
+
+
+def _is_placeholder(data: Mapping[str, Any]) -> bool:
+    return _marker(data).get("kind") in _PLACEHOLDER_KINDS
+
+
+def is_derived(data: Mapping[str, Any]) -> bool:
+    """Whether a serialised message is a version this package derived from an original (a
+    pinned task cut to fit the window, a cut result), not the original itself."""
+    marker = _marker(data)
+    return bool(marker.get("truncated")) or marker.get("kind") in _PLACEHOLDER_KINDS
 
 
 def search_records(
@@ -40,9 +51,11 @@ def search_records(
 
     Keyword hits rank first by whole-word matches (``step1`` matches the word ``step1`` but
     only part of ``step11``), then by how often the words occur at all, then newest first.
-    Placeholders left by
-    micro-compaction are skipped (they are not originals), and a matching message archived
-    more than once (same type and id) is returned once, from its newest record.
+    Placeholders left by micro-compaction are skipped (they are not originals). A matching
+    message archived more than once (same type and id) is returned once: originals are
+    immutable, so it is its first archived original, and a version derived from it (a
+    pinned task cut to fit the window, archived when it was cut again) only when no
+    original of it matches.
 
     Returns:
         ``(ref, index, serialised message)`` tuples, at most ``limit``, after ``offset``.
@@ -57,8 +70,8 @@ def search_records(
     if query is not None and not words:
         raise ArchiveError("query is empty; pass one or more keywords.")
     whole = [re.compile(rf"(?<!\w){re.escape(word)}(?!\w)") for word in words]
-    seen: set[tuple[str, str]] = set()
-    hits: list[tuple[tuple[int, int, int], int, str, int, Mapping[str, Any]]] = []
+    chosen: dict[tuple[str, str], int] = {}  # (type, id) -> its entry in hits
+    hits: list[tuple[tuple[int, int, int], int, str, int, Mapping[str, Any]] | None] = []
     order = 0
     for record in records:
         for index in range(len(record.messages) - 1, -1, -1):
@@ -82,16 +95,21 @@ def search_records(
                     -sum(exact),
                     -sum(text.count(word) for word in words),
                 )
+            hit = (score, order, record.ref, index, message)
             if isinstance(data.get("id"), str):
                 key = (str(message.get("type")), data["id"])
-                if key in seen:
-                    continue
-                seen.add(key)
-            hits.append((score, order, record.ref, index, message))
-        if not words and len(hits) >= offset + limit:
-            break  # no ranking by hits: the first found are the newest
-    hits.sort(key=lambda hit: (hit[0], hit[1]))
-    return [(ref, index, message) for _, _, ref, index, message in hits[offset : offset + limit]]
+                if key in chosen:  # an older version (records come newest first)
+                    earlier = hits[chosen[key]]
+                    if earlier is not None and is_derived(data) > is_derived(
+                        earlier[4].get("data") or {}
+                    ):
+                        continue  # a derived version never displaces an original
+                    hits[chosen[key]] = None
+                chosen[key] = len(hits)
+            hits.append(hit)
+    # Every record is read: the first archived version of a message may be the oldest.
+    found = sorted((hit for hit in hits if hit is not None), key=lambda hit: (hit[0], hit[1]))
+    return [(ref, index, message) for _, _, ref, index, message in found[offset : offset + limit]]
 
 
 def paginate(text: str, *, page: int, size: int) -> tuple[str, int]:

@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -18,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from langchain_compact._archive_search import paginate
 from langchain_compact.errors import ConfigError
+from langchain_compact.markers import get_meta
 
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RECALL_MAX_HITS = 10  # hits one recall renders (then pages through)
@@ -91,8 +93,12 @@ class Searchable(Protocol):
 def _describe(message: BaseMessage) -> str:
     if message.type == "tool":
         name = getattr(message, "name", None) or "?"
-        return f"tool result (tool={name}, tool_call_id={getattr(message, 'tool_call_id', '?')})"
-    return _LABELS.get(message.type, f"{message.type} message")
+        what = f"tool result (tool={name}, tool_call_id={getattr(message, 'tool_call_id', '?')})"
+    else:
+        what = _LABELS.get(message.type, f"{message.type} message")
+    if get_meta(message).get("truncated"):  # only when no original of it matched
+        what += " (a version shortened to fit the window, not the original text)"
+    return what
 
 
 def _body(message: BaseMessage) -> str:
@@ -231,5 +237,18 @@ def build_recall_tool(archive: Searchable, *, name: str, max_chars: int) -> Base
         name=name,
         description=recall.description,
         args_schema=RecallArgs,
-        handle_validation_error=True,
+        handle_validation_error=partial(bad_arguments, name),
+    )
+
+
+def bad_arguments(name: str, error: Exception) -> str:
+    """What the model reads when its arguments do not validate: which ones, and why."""
+    problems = []
+    for item in getattr(error, "errors", lambda: [])():
+        where = ".".join(str(part) for part in item.get("loc", ())) or "arguments"
+        problems.append(f"{where}: {item.get('msg', 'invalid')} (got {item.get('input')!r:.60})")
+    details = "; ".join(problems) or str(error).splitlines()[0]
+    return (
+        f"Error: {name} was called with invalid arguments: {details}. Pass `query` (keywords) or "
+        "`tool_call_id` (strings), and `page` as a whole number from 1 (the first page)."
     )

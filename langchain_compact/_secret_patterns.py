@@ -73,6 +73,8 @@ TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 NEEDS_MIXED_CASE = frozenset({"anthropic_key", "openai_key"})
+#: The prefix of ``sk-`` keys before their random part.
+KEY_PREFIX = re.compile(r"^sk-(?:ant-(?:api\d\d-)?|proj-|svcacct-|admin-)?")
 
 #: Literal substrings one of which every match contains: a pattern runs only when the text
 #: holds one (``str.__contains__`` is far cheaper than a regex scan). Lower-case hints of
@@ -108,6 +110,7 @@ LOWER_HINTS: dict[str, tuple[str, ...]] = {
     ),
     "cli_password": ("mysql", "mariadb", "sshpass"),
     "cookie": ("cookie:",),
+    "token_value": ("token",),
     "keyword": ("pass", "pwd", "secret", "key", "token"),
 }  # fmt: skip
 
@@ -127,6 +130,16 @@ URL_QUERY = re.compile(
     r"|x-goog-signature|x-goog-credential|sig|signature|token|access_token|id_token"
     r"|refresh_token|api_key|apikey|key|client_secret|password|code)=)"
     r"(?P<pw>[^&#\s\"'<>]{4,4096})"
+)
+#: ``token=<value>`` / ``token: <value>`` outside a query string (``token=3f9a...``); only
+#: values with letters and digits count (see ``redaction._token_value``).
+TOKEN_VALUE = re.compile(
+    r"(?i)(?P<head>(?<![\w.-])token[ \t]*[=:][ \t]*[\"']?)(?P<pw>[A-Za-z0-9._~+/=-]{16,4096})"
+)
+#: A number followed by a unit: a size (``secret_key: 512 bits``), not a secret.
+SIZE_UNIT = re.compile(
+    r"[ \t]+(?:bits?|bytes?|chars?|characters?|digits?|letters?|symbols?|words?|[kmgt]i?b)\b",
+    re.IGNORECASE,
 )
 #: ``mysql -pSECRET`` (and its siblings), ``sshpass -p SECRET``.
 CLI_PASSWORD = re.compile(
@@ -158,7 +171,7 @@ MORE_WORDS = re.compile(r"(?:[ \t]+[^\s\"'`,;&)\]}#\[][^\s\"'`,;&)\]}]{0,1023}){
 #: ``is_indirect_reference``).
 NOT_A_SECRET = re.compile(
     r"""(?ix)^(?:
-        [$%<{]|\*{3,}|x{6,}$|\.{3}|\[REDACTED|\#
+        [$%<{]|\*{3,}|x{6,}$|\.{3}|\[REDACTED|\#|\?+$|:[A-Za-z_]\w*$
         |(?:os|process|env|environ|settings|config|cfg|conf|self|this|secrets|vault|request|args)
             [.\[]
         |getenv|environ|None$|null$|nil$|true$|false$|undefined$

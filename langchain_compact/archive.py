@@ -13,6 +13,7 @@ import asyncio
 import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -193,7 +194,8 @@ class _ArchiveBase:
         arguments); whole-word hits rank first, then by occurrences, then newest first.
         ``tool_call_id`` finds the tool result of that call; ``message_id`` the message with
         that id. Placeholders left by micro-compaction are skipped, and a message archived
-        twice is returned once.
+        twice is returned once: as its first archived original (originals are immutable; a
+        version cut to fit the window only when no original of it matches).
 
         Example:
             >>> from langchain_core.messages import ToolMessage
@@ -246,9 +248,10 @@ class JsonlArchive(_ArchiveBase):
     thread id plus a hash of it, so no thread id leaves ``directory`` or shares another
     thread's folder; a thread folder or record file that is a symbolic link is refused
     (:class:`ArchiveError`), never followed. Identical writes from concurrent threads or
-    processes leave one record. A record file that cannot be read (empty, not JSON,
-    truncated) is skipped by searches with an :class:`ArchiveWarning`. Async methods run the
-    same sync code in a worker thread.
+    processes leave exactly one record: each is published by an atomic create of a hidden
+    content-addressed name (a hard link, ``.sha256-<hash>``) that fails if it exists. A
+    record file that cannot be read (empty, not JSON, truncated) is skipped by searches with
+    an :class:`ArchiveWarning`. Async methods run the same sync code in a worker thread.
 
     Example:
         >>> import tempfile
@@ -279,10 +282,12 @@ class JsonlArchive(_ArchiveBase):
         0700 when ``create`` is set and it is written)."""
         path = self.directory / _r.thread_key(thread_id)
         try:
-            if create and not self.directory.exists():
-                # exist_ok: concurrent writers may race to create the folder.
-                self.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
-                _f.secure_folder(self.directory, create=True)
+            if create:
+                if not self.directory.exists():
+                    # exist_ok: concurrent writers may race to create the folder.
+                    self.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
+                if not self.directory.is_symlink():  # a root linked elsewhere is the user's
+                    _f.secure_folder(self.directory, create=True)  # 0700, even if it was not
             _f.secure_folder(path, create=create)
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc
@@ -315,14 +320,15 @@ class JsonlArchive(_ArchiveBase):
         batch = _r.serialise(messages)
         folder = self.thread_folder(thread_id, create=True)
         try:
-            existing = _f.find_record(folder, batch.digest[:16], thread_id)
-            if existing is not None:
-                return existing
+            with suppress(_f.NoHardLinks):
+                existing = _f.existing_record(folder, batch.digest, thread_id)
+                if existing is not None:
+                    return existing
             ref = _r.make_ref(_r.new_timestamp()[0], batch.digest)
             header = _r.header(ref, thread_id, reason, metadata, len(batch.lines))
             text = "\n".join([_r.dumps(header), *batch.lines]) + "\n"
             # Concurrent writers of the same messages agree on one record (see publish_once).
-            return _f.publish_once(folder, ref, _r.encode(text), thread_id)
+            return _f.publish_once(folder, ref, _r.encode(text), thread_id, batch.digest)
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc
 
@@ -435,6 +441,25 @@ class StoreArchive(_ArchiveBase):
         value = _r.header(ref, thread_id, reason, metadata, len(batch.lines))
         return batch.digest[:16], {**value, "messages": batch.dicts}
 
+    def _holder(self, item: Item | None, value: Mapping[str, Any], thread_id: str) -> str | None:
+        """The ref of ``item`` when it holds the messages of ``value`` (the record about to
+        be put under the same key).
+
+        Every writer of the same messages puts under the same key (their content hash), so
+        a concurrent put can only replace the header (ref time, reason): any ref of them
+        reads the same messages. An item holding other messages under that key is damage,
+        reported rather than overwritten. (Compared as JSON values, not bytes: a store may
+        reorder keys or respell numbers.)
+        """
+        if item is None:
+            return None
+        if item.value.get("messages") != value["messages"]:
+            raise CorruptRecordError(
+                f"The archive item {item.key!r} of thread {thread_id!r} in {item.namespace!r} "
+                "holds other messages than its key says; move it away."
+            )
+        return str(item.value["ref"])
+
     def _record(self, item: Item | None, ref: str, thread_id: str) -> Record:
         if item is None:  # the key is the ref's content hash, within this thread's namespace
             raise ArchiveError(f"No archive record {ref!r} for thread {thread_id!r}.")
@@ -466,11 +491,12 @@ class StoreArchive(_ArchiveBase):
             True
         """
         key, value = self._prepare(messages, thread_id, reason, metadata)
-        existing = self.store.get(self._ns(thread_id), key)
-        if existing is not None:
-            return str(existing.value["ref"])
-        self.store.put(self._ns(thread_id), key, value, index=False)
-        return str(value["ref"])
+        namespace = self._ns(thread_id)
+        if (found := self._holder(self.store.get(namespace, key), value, thread_id)) is not None:
+            return found
+        self.store.put(namespace, key, value, index=False)
+        # A concurrent writer's put may have landed last: answer with what the store holds.
+        return self._holder(self.store.get(namespace, key), value, thread_id) or str(value["ref"])
 
     async def awrite(
         self,
@@ -482,11 +508,13 @@ class StoreArchive(_ArchiveBase):
     ) -> str:
         """Async :meth:`write`."""
         key, value = self._prepare(messages, thread_id, reason, metadata)
-        existing = await self._async("get", self._ns(thread_id), key)
-        if existing is not None:
-            return str(existing.value["ref"])
-        await self._async("put", self._ns(thread_id), key, value, index=False)
-        return str(value["ref"])
+        namespace = self._ns(thread_id)
+        found = self._holder(await self._async("get", namespace, key), value, thread_id)
+        if found is not None:
+            return found
+        await self._async("put", namespace, key, value, index=False)
+        found = self._holder(await self._async("get", namespace, key), value, thread_id)
+        return found or str(value["ref"])
 
     def _get(self, ref: str, thread_id: str) -> Record:
         item = self.store.get(self._ns(thread_id), _r.parse_ref(ref))

@@ -241,6 +241,10 @@ class CompactionConfig:
             raise ConfigError(
                 f"micro_exclude_tools={self.micro_exclude_tools!r} must be a tuple of tool names."
             )
+        if not isinstance(self.pin_original_task, bool):
+            raise ConfigError(
+                f"pin_original_task={self.pin_original_task!r} must be True or False."
+            )
         if not isinstance(self.archive_dir, str) or not self.archive_dir:
             raise ConfigError("archive_dir must be a non-empty directory path string.")
         if self.digest is not None and not callable(self.digest):

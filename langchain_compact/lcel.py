@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import inspect
 import json
 import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from langchain_core.language_models import BaseChatModel
@@ -27,6 +28,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 
 from langchain_compact._defaults import resolve_context_window
 from langchain_compact._ops import in_daemon_thread
+from langchain_compact._options import check_known, check_options
 from langchain_compact._prepare import boundary_key
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, Pending, Turn, thread_id_of
@@ -106,6 +108,14 @@ class MessageCompactor:
     ) -> None:
         if on_overflow not in ("raise", "pass"):
             raise ConfigError(f"on_overflow={on_overflow!r} is not allowed: use 'raise' or 'pass'.")
+        check_options(
+            config=config,
+            summarizer=summarizer,
+            archive=archive,
+            counter=counter,
+            tools=tools,
+            thread_id=thread_id,
+        )
         self.on_overflow = on_overflow
         # A chain's replies describe the compacted copy the chain sent, not the raw list it
         # is called with: a usage report anchors only when it can describe the list at hand.
@@ -146,7 +156,9 @@ class MessageCompactor:
     def _coerce(messages: Any) -> list[BaseMessage]:
         if isinstance(messages, PromptValue):
             return messages.to_messages()
-        if isinstance(messages, (str, bytes, BaseMessage)):
+        if isinstance(messages, (str, bytes, BaseMessage, Mapping)) or not isinstance(
+            messages, Iterable
+        ):
             raise InvalidHistoryError(
                 f"compact_messages takes a list of messages (or a prompt value), not a "
                 f"{type(messages).__name__}; wrap a single message in a list: [message]."
@@ -309,6 +321,9 @@ class MessageCompactor:
         return RunnableLambda(self.__call__, afunc=self.acompact, name="compact_messages")
 
 
+_COMPACTOR_OPTIONS = frozenset(inspect.signature(MessageCompactor.__init__).parameters) - {"self"}
+
+
 @overload
 def compact_messages(messages: None = None, **opts: Any) -> Runnable[Any, list[BaseMessage]]: ...
 @overload
@@ -335,6 +350,7 @@ def compact_messages(
         >>> [m.type for m in chain.invoke({"history": [("user", "hi")]})]
         ['human']
     """
+    check_known(opts, _COMPACTOR_OPTIONS, "compact_messages")
     compactor = MessageCompactor(**opts)
     if messages is None:
         return compactor.as_runnable()

@@ -88,6 +88,7 @@ __all__ = [
 ]
 
 _DONE = (KIND_CLEARED, KIND_TRUNCATED)
+_MAX_PASSES = 8  # micro_compact's passes to a fixed point (each one only shrinks)
 
 
 def _usage_anchor(messages: Sequence[BaseMessage]) -> str | None:
@@ -464,6 +465,11 @@ def _truncate_one(
         name, ref = "user message", f"message id {msg.id}"
     # The configured digest (e.g. an LLM's), else a structured one within ``keep_chars``.
     body = digest(text) if digest is not None else structured_digest(text, max_chars=keep_chars)
+    if not isinstance(body, str):
+        raise ConfigError(
+            f"the digest returned {type(body).__name__}, not a str: CompactionConfig.digest "
+            "must be a callable str -> str (e.g. llm_digest(model))."
+        )
     note = cut_notice(
         notice,
         kind=kind,
@@ -602,17 +608,24 @@ def micro_compact(
     verify_anchor: bool = False,
     tokens: int | None = None,
 ) -> list[BaseMessage]:
-    """:func:`micro_compact_with_count`'s messages (see there)."""
-    out = micro_compact_with_count(
-        messages,
-        config,
-        archived=archived,
-        counter=counter,
-        tools=tools,
-        verify_anchor=verify_anchor,
-        tokens=tokens,
-    ).messages
-    return list(out) if out is messages else out
+    """:func:`micro_compact_with_count`'s messages (see there), run until a pass changes
+    nothing, so that a second ``micro_compact`` of its result changes nothing either (under
+    pressure one pass can end over ``fit_tokens`` with more left to clear or cut)."""
+    out: Sequence[BaseMessage] = messages
+    for _ in range(_MAX_PASSES):
+        result = micro_compact_with_count(
+            out,
+            config,
+            archived=archived,
+            counter=counter,
+            tools=tools,
+            verify_anchor=verify_anchor,
+            tokens=tokens,
+        )
+        if not result.changed:
+            break
+        out, tokens = result.messages, result.tokens
+    return out if out is not messages and isinstance(out, list) else list(out)
 
 
 def micro_compact_with_count(

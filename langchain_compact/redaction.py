@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from langchain_compact import _secret_patterns as P
+from langchain_compact.errors import ConfigError
 
 __all__ = ["Redactor", "maybe_redact", "redact_messages", "redact_secrets"]
 
@@ -34,22 +35,51 @@ def _mixed(token: str) -> bool:
     )
 
 
+def _key_like(token: str) -> bool:
+    """A ``sk-`` token that is a key, not a kebab-case name (``sk-build-dependencies``):
+    mixed case with a digit, or one run of at least 20 letters and digits with both."""
+    if _mixed(token):
+        return True
+    body = P.KEY_PREFIX.sub("", token)
+    return (
+        len(body) >= 20
+        and body.isascii()
+        and body.isalnum()
+        and any(c.isdigit() for c in body)
+        and any(c.isalpha() for c in body)
+    )
+
+
 def _token_sub(kind: str, pattern: re.Pattern[str], text: str) -> str:
     if kind not in P.NEEDS_MIXED_CASE:
         return pattern.sub(f"[REDACTED:{kind}]", text)
-    return pattern.sub(lambda m: f"[REDACTED:{kind}]" if _mixed(m[0]) else m[0], text)
+    return pattern.sub(lambda m: f"[REDACTED:{kind}]" if _key_like(m[0]) else m[0], text)
 
 
-def _keep_head(kind: str) -> Callable[[re.Match[str]], str]:
-    """Replace group ``pw`` (unless already redacted), keep group ``head``."""
+def _keep_head(
+    kind: str, keep: Callable[[str], bool] | None = None
+) -> Callable[[re.Match[str]], str]:
+    """Replace group ``pw`` (unless already redacted or ``keep(value)``), keep ``head``."""
+    keep = keep or _not_a_secret
 
     def sub(match: re.Match[str]) -> str:
         value = match["pw"].strip("'\"")
-        if not value or _not_a_secret(value):
+        if not value or keep(value):
             return match[0]
         return f"{match['head']}[REDACTED:{kind}]"
 
     return sub
+
+
+def _template(value: str) -> bool:
+    """A template, mask or earlier redaction (``$PW``, ``{pw}``, ``***``): in a URL even a
+    word like ``password`` is the credential itself."""
+    return P.NOT_A_SECRET.match(value) is not None and not value[:1].isalpha()
+
+
+def _token_value(value: str) -> bool:
+    """Keep a ``token=`` value unless it looks like one: letters and digits, 16 or more."""
+    return not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value))
 
 
 _COOKIE_ATTRIBUTES = ("path=", "domain=", "expires=", "max-age=", "samesite=", "priority=")
@@ -125,7 +155,9 @@ def _keywords(text: str) -> str:
                 and (len(first) < 4 or (after[:1] == " " and after[1:].islower()))
             )
         )
-        if prose or _not_a_secret(word[0]):
+        # "secret_key: 512 bits": a size, not a value
+        size = word[0].isdigit() and P.SIZE_UNIT.match(text, word.end()) is not None
+        if prose or size or _not_a_secret(word[0]):
             out.append(text[end:value_end])
         else:
             out.append(f"[REDACTED:{_kind(match['key'])}]" + text[end + len(value) : value_end])
@@ -184,9 +216,11 @@ def redact_secrets(text: str) -> str:
     if has("basic_auth"):
         text = P.BASIC_AUTH.sub(r"\1[REDACTED:basic_auth]", text)
     if has("url_password"):
-        text = P.URL_PASSWORD.sub(_keep_head("url_password"), text)
+        text = P.URL_PASSWORD.sub(_keep_head("url_password", _template), text)
     if has("url_credential"):
         text = P.URL_QUERY.sub(_keep_head("url_credential"), text)
+    if has("token_value"):
+        text = P.TOKEN_VALUE.sub(_keep_head("token", _token_value), text)
     if has("cli_password"):
         text = P.CLI_PASSWORD.sub(_keep_head("password"), text)
     if has("cookie"):
@@ -251,6 +285,23 @@ def _redact_content(content: str | list[Any], redactor: Redactor) -> str | list[
     return [_redact_value(block, redactor, block=True) for block in content]
 
 
+def _returning_str(redactor: Redactor) -> Redactor:
+    """``redactor``, checked: a result that is not a str is a :class:`ConfigError` naming
+    the setting, not a ``TypeError`` deep inside the redaction."""
+
+    def checked(text: str) -> str:
+        result = redactor(text)
+        if not isinstance(result, str):
+            raise ConfigError(
+                f"the redactor returned {type(result).__name__}, not a str: "
+                "CompactionConfig.redactor (or redact_messages' redactor) must be a callable "
+                "str -> str that returns the text with secrets replaced."
+            )
+        return result
+
+    return checked
+
+
 def maybe_redact(messages: Sequence[BaseMessage], redactor: Redactor | None) -> list[BaseMessage]:
     """``messages`` redacted with ``redactor``, or unchanged when there is none (or nothing).
 
@@ -287,6 +338,9 @@ def redact_messages(
         >>> redact_messages([msg])[0].content
         'token=[REDACTED:github_token]'
     """
+    if not callable(redactor):
+        raise ConfigError(f"redactor must be a callable str -> str, got {redactor!r}.")
+    redactor = _returning_str(redactor)
     out: list[BaseMessage] = []
     for message in messages:
         update: dict[str, Any] = {"content": _redact_content(message.content, redactor)}

@@ -28,8 +28,10 @@ from langchain_compact.archive import JsonlArchive
 from langchain_compact.cli._common import CliError, load_chat_model, message_tokens, pick_counter
 from langchain_compact.cli._inspect import micro_step
 from langchain_compact.cli.transcripts import (
+    DEFAULT_MAX_INPUT_BYTES,
     Container,
     Transcript,
+    check_output,
     encode_transcript,
     read_transcript,
     write_atomic,
@@ -58,7 +60,13 @@ class Loaded:
     repair: HistoryRepair | None = None
 
 
-def load_valid(path: str, *, repair: bool, say: Callable[[str], None]) -> Loaded:
+def load_valid(
+    path: str,
+    *,
+    repair: bool,
+    say: Callable[[str], None],
+    max_bytes: int = DEFAULT_MAX_INPUT_BYTES,
+) -> Loaded:
     """Read ``path`` and check its tool-call pairing (pending calls at the end are fine).
 
     With ``repair``, a broken pairing is repaired and every change reported through ``say``
@@ -68,7 +76,7 @@ def load_valid(path: str, *, repair: bool, say: Callable[[str], None]) -> Loaded
     Raises:
         CliError: a broken pairing without ``repair``, or nothing left after the repair.
     """
-    transcript = read_transcript(path)
+    transcript = read_transcript(path, max_bytes=max_bytes)
     try:
         validate_history(transcript.messages, allow_pending=True)  # a run may end mid-call
     except InvalidHistoryError as exc:
@@ -119,7 +127,7 @@ class StagedArchive(JsonlArchive):
     def __init__(self, target: JsonlArchive) -> None:
         super().__init__(target.directory / ".staging")  # replaced on the first write
         self.target = target
-        self.staged: list[tuple[str, str]] = []
+        self.staged: list[tuple[str, str, str]] = []  # (thread id, ref, content hash)
         self._ready = False
         self._made_target = False
 
@@ -147,21 +155,30 @@ class StagedArchive(JsonlArchive):
         metadata: Mapping[str, Any] | None = None,
     ) -> str:
         """Stage ``messages`` (or return the ref ``target`` already has for them)."""
-        digest = _r.serialise(messages).digest[:16]
-        existing = _f.find_record(self.target.thread_folder(thread_id), digest, thread_id)
+        digest = _r.serialise(messages).digest
+        existing = self._in_target(thread_id, digest)
         if existing is not None:
             return existing
         self._ensure()
         ref = super().write(messages, thread_id=thread_id, reason=reason, metadata=metadata)
-        if (thread_id, ref) not in self.staged:
-            self.staged.append((thread_id, ref))
+        if (thread_id, ref, digest) not in self.staged:
+            self.staged.append((thread_id, ref, digest))
         return ref
+
+    def _in_target(self, thread_id: str, digest: str) -> str | None:
+        folder = self.target.thread_folder(thread_id)
+        try:
+            return _f.existing_record(folder, digest, thread_id)
+        except _f.NoHardLinks:
+            return None
+        except OSError as exc:
+            raise CliError(self._fix(exc)) from None
 
     def adopt(self, other: StagedArchive) -> None:
         """Take over ``other``'s staged records (they are committed with this archive's)."""
         if other.staged:
             self._ensure()
-        for thread_id, ref in other.staged:
+        for thread_id, ref, digest in other.staged:
             name = f"{ref}.jsonl"
             try:
                 os.replace(
@@ -170,18 +187,24 @@ class StagedArchive(JsonlArchive):
                 )
             except OSError as exc:
                 raise CliError(self._fix(exc)) from None
-            self.staged.append((thread_id, ref))
+            self.staged.append((thread_id, ref, digest))
         other.staged.clear()
 
     def commit(self) -> None:
-        """Move every staged record into ``target``, then remove the staging folder."""
-        for thread_id, ref in self.staged:
+        """Publish every staged record in ``target`` (exactly once, as any write), then
+        remove the staging folder."""
+        for thread_id, ref, digest in self.staged:
             name = f"{ref}.jsonl"
+            staged = self.thread_folder(thread_id) / name
+            folder = self.target.thread_folder(thread_id, create=True)
             try:
-                os.replace(
-                    self.thread_folder(thread_id) / name,
-                    self.target.thread_folder(thread_id, create=True) / name,
-                )
+                try:
+                    found = _f.existing_record(folder, digest, thread_id, source=staged)
+                except _f.NoHardLinks:
+                    found = None
+                if found != ref:  # no hard links, or another writer got there first
+                    # the new history quotes this ref: it must read, even as a second copy
+                    os.replace(staged, folder / name)
             except OSError as exc:
                 raise CliError(self._fix(exc)) from None
         self.staged.clear()
@@ -226,17 +249,16 @@ def run_compact(args: argparse.Namespace) -> int:
 
     if args.base_url and not args.model:
         raise CliError("--base-url needs --model NAME (the model name the server serves)")
-    if Path(args.output).is_dir():
-        raise CliError(f"{args.output} is a folder: -o needs a file name")
+    check_output(args.output)  # before any work: a link, FIFO or device is refused
     summarizer = (
         LLMSummarizer(load_chat_model(args.model, base_url=args.base_url)) if args.model else None
     )
-    loaded = load_valid(args.file, repair=args.repair, say=note)
+    loaded = load_valid(args.file, repair=args.repair, say=note, max_bytes=args.max_input_bytes)
     transcript = loaded.transcript
     messages = transcript.messages
     config = _config(args)
     counter, label = pick_counter()
-    thread_id = args.thread_id or Path(args.file).stem
+    thread_id = args.thread_id or ("stdin" if args.file == "-" else Path(args.file).stem)
     stage = StagedArchive(JsonlArchive(args.archive))
     try:
         report = _compact_staged(loaded, config, summarizer, stage, thread_id, counter)

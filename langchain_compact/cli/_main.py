@@ -22,7 +22,7 @@ from pathlib import Path
 from langchain_compact import __version__
 from langchain_compact.cli._common import CliError, first_line, pick_counter
 from langchain_compact.cli._demo import DEMO_STEPS, DEMO_WINDOW
-from langchain_compact.cli.transcripts import TranscriptError
+from langchain_compact.cli.transcripts import DEFAULT_MAX_INPUT_BYTES, TranscriptError
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError
 
@@ -55,6 +55,16 @@ def _add_model_flags(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="URL",
         help="an OpenAI-compatible endpoint (ChatOpenAI; key from OPENAI_API_KEY, else "
         "'not-needed'), e.g. http://127.0.0.1:8080/v1",
+    )
+
+
+def _add_max_input(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-input-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_INPUT_BYTES,
+        metavar="N",
+        help=f"refuse a transcript over N bytes ({DEFAULT_MAX_INPUT_BYTES:,}, 256 MiB)",
     )
 
 
@@ -119,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         "dicts as JSONL or a JSON list) and show its tokens by role, by tool and the "
         "largest messages, and what micro-compaction and a full compaction would do.",
     )
-    inspect.add_argument("file", metavar="FILE")
+    inspect.add_argument("file", metavar="FILE", help="transcript to inspect ('-': stdin)")
     inspect.add_argument(
         "--window",
         type=_positive,
@@ -130,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--top", type=int, default=5, help="largest messages to list (5)")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.add_argument("--repair", action="store_true", help="repair broken tool pairing")
+    _add_max_input(inspect)
 
     compact = sub.add_parser(
         "compact",
@@ -141,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         "written unless every step worked: archive records go into place first, then OUT is "
         "replaced atomically (OUT may be FILE itself).",
     )
-    compact.add_argument("file", metavar="FILE")
+    compact.add_argument("file", metavar="FILE", help="transcript to compact ('-': stdin)")
     compact.add_argument("-o", "--output", metavar="OUT", required=True, help="output file")
     compact.add_argument(
         "--window",
@@ -157,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compact.add_argument("--thread-id", help="archive thread (default: the input file's name)")
     compact.add_argument("--repair", action="store_true", help="repair broken tool pairing")
+    _add_max_input(compact)
     _add_model_flags(compact, "summarise")
     return parser
 
@@ -177,7 +189,9 @@ def _inspect(args: argparse.Namespace) -> int:
     from langchain_compact.cli._compact import load_valid
     from langchain_compact.cli._inspect import analyse, render_inspect
 
-    transcript = load_valid(args.file, repair=args.repair, say=_note).transcript
+    transcript = load_valid(
+        args.file, repair=args.repair, say=_note, max_bytes=args.max_input_bytes
+    ).transcript
     counter, label = pick_counter()
     report = analyse(
         transcript,

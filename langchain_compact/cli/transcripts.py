@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 from langchain_core.messages import (
     AIMessage,
@@ -40,11 +42,14 @@ from langchain_compact.markers import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_INPUT_BYTES",
     "Transcript",
     "TranscriptError",
+    "check_output",
     "dump_transcript",
     "encode_transcript",
     "load_transcript",
+    "read_input",
     "read_transcript",
     "write_atomic",
 ]
@@ -53,6 +58,9 @@ Format = Literal["openai", "langchain"]
 Container = Literal["jsonl", "json"]
 
 _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+DEFAULT_MAX_INPUT_BYTES = 256 << 20
+"""Largest transcript read by default (256 MiB); ``--max-input-bytes`` raises it."""
+_CHUNK = 1 << 20
 
 
 class TranscriptError(CompactionError, ValueError):
@@ -195,30 +203,114 @@ def _restore_marker(message: BaseMessage) -> BaseMessage:
     return message
 
 
-def read_transcript(path: str | os.PathLike[str]) -> Transcript:
+def _too_big(name: str, size: int | None, max_bytes: int) -> TranscriptError:
+    what = f"is {size:,} bytes, over" if size is not None else "holds more than"
+    return TranscriptError(
+        f"{name} {what} the input limit of {max_bytes:,} bytes; pass --max-input-bytes N "
+        "to read a bigger transcript"
+    )
+
+
+def read_input(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the transcript at ``path`` (``"-"``: standard input), at most
+    ``max_bytes`` of them.
+
+    A regular file's size is checked before anything is read; anything else (a pipe, a
+    FIFO, a device such as ``/dev/zero``) is read in chunks and refused as soon as it goes
+    over the limit, so memory stays bounded.
+
+    Raises:
+        TranscriptError: missing, a folder, unreadable, or over ``max_bytes``.
+    """
+    name = "<stdin>" if os.fspath(path) == "-" else str(path)
+    if os.fspath(path) == "-":
+        return _read_bounded(sys.stdin.buffer, name, max_bytes)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise TranscriptError(f"{name}: no such file") from None
+    except OSError as exc:
+        raise TranscriptError(f"{name}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise TranscriptError(f"{name} is a folder, not a transcript file")
+    if stat.S_ISREG(info.st_mode) and info.st_size > max_bytes:
+        raise _too_big(name, info.st_size, max_bytes)
+    try:
+        with open(path, "rb") as handle:
+            return _read_bounded(handle, name, max_bytes)
+    except OSError as exc:
+        raise TranscriptError(f"{name}: {exc.strerror or exc}") from None
+
+
+def _read_bounded(handle: BinaryIO, name: str, max_bytes: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := handle.read(min(_CHUNK, max_bytes + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            raise _too_big(name, None, max_bytes)
+    return b"".join(chunks)
+
+
+def check_output(path: str | os.PathLike[str]) -> None:
+    """Refuse an output path that is anything but a regular file or a new name.
+
+    Writing replaces the file by renaming a temp file over it: done to a symbolic link, a
+    FIFO or a device (``/dev/null`` as root) that would replace the link or the device node
+    itself with a regular file.
+
+    Raises:
+        TranscriptError: ``path`` is a symbolic link, a folder, a FIFO, a device or socket.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise TranscriptError(f"{os.fspath(path)}: {exc.strerror or exc}") from None
+    mode = info.st_mode
+    if stat.S_ISREG(mode):
+        return
+    what = (
+        "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "a folder"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device file"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "not a regular file"
+    )
+    raise TranscriptError(
+        f"{os.fspath(path)} is {what}: the output must be a regular file or a new path "
+        "(it is replaced, never written through)"
+    )
+
+
+def read_transcript(
+    path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+) -> Transcript:
     """Load a transcript file and report its format and the source line of each message.
 
     Tool results get their tool's ``name`` from the call they answer, and messages without
-    an id get ``line-<N>``, so compaction and the archive can refer to them.
+    an id get ``line-<N>``, so compaction and the archive can refer to them. ``"-"`` reads
+    standard input; at most ``max_bytes`` are read (:func:`read_input`).
 
     Raises:
-        TranscriptError: missing or unreadable file, bad JSON, or a line that is not a
-            message; the text names the line.
+        TranscriptError: missing or unreadable file, over ``max_bytes``, bad JSON, or a line
+            that is not a message; the text names the line.
     """
-    p = Path(path)
-    name = str(path)
-    if not p.exists():
-        raise TranscriptError(f"{name}: no such file")
-    if p.is_dir():
-        raise TranscriptError(f"{name} is a folder, not a transcript file")
+    name = "<stdin>" if os.fspath(path) == "-" else str(path)
+    data = read_input(path, max_bytes=max_bytes)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TranscriptError(
             f"{name} is not UTF-8 text ({exc.reason} at byte {exc.start})"
         ) from None
-    except OSError as exc:
-        raise TranscriptError(f"{name}: {exc.strerror or exc}") from None
+    del data
     items, container = _parse_items(text, name)
     noun = "line" if container == "jsonl" else "item"
     fmt: Format | None = None
@@ -353,11 +445,14 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     """Replace ``path`` with ``data`` atomically: a temp file in the same folder, fsynced,
     then renamed over it. On any failure (a full disk...) ``path`` is left as it was, no temp
     file stays behind, and the ``OSError`` names ``path``. An existing file keeps its
-    permission bits; a new one gets the usual ``0o666 & ~umask``.
+    permission bits; a new one gets the usual ``0o666 & ~umask``. A ``path`` that exists
+    and is not a regular file (a symbolic link, FIFO or device) is refused with a
+    :class:`TranscriptError` (:func:`check_output`).
     """
     from langchain_compact._archive_files import atomic_write
 
     p = Path(path)
+    check_output(p)  # never replace a link, a FIFO or a device with a regular file
     try:
         mode = p.stat().st_mode & 0o7777
     except FileNotFoundError:

@@ -174,7 +174,9 @@ def transcript(prefix: str, n: int) -> list[BaseMessage]:
 
 
 def files_under(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file())
+    """Every file, except the hidden content-addressed slot names of records (a second hard
+    link to a record's own file, see ``test_a_record_has_one_file_under_two_names``)."""
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".sha256-"))
 
 
 # --- round trip, idempotency, refs ----------------------------------------------------------
@@ -325,8 +327,8 @@ async def test_search_skips_placeholders_and_returns_each_message_once(api: Api)
     await api.write([HumanMessage("go", id="h"), cleared, truncated], thread_id="t")
     hits = await api.search(thread_id="t", tool_call_id="c9")
     assert [(h.ref, h.message.content) for h in hits] == [(first, original.content)]
-    hits = await api.search(thread_id="t", message_id="h")  # archived twice, returned once (newest)
-    assert len(hits) == 1 and hits[0].ref == api.archive.refs(thread_id="t")[-1]
+    hits = await api.search(thread_id="t", message_id="h")  # archived twice, returned once:
+    assert len(hits) == 1 and hits[0].ref == first  # its first archived original
 
 
 # --- isolation and names -----------------------------------------------------------------
@@ -453,6 +455,20 @@ def test_jsonl_idempotent_write_creates_no_second_file(tmp_path: Path) -> None:
     assert len(files_under(tmp_path)) == 1
 
 
+def test_a_record_has_one_file_under_two_names(tmp_path: Path) -> None:
+    """A record is published by an atomic create of its content-addressed slot name; its
+    ref name is a second hard link to the same file (no copy, no claim file)."""
+    archive = JsonlArchive(tmp_path)
+    messages = transcript("s", 2)
+    ref = archive.write(messages, thread_id="t", reason="r")
+    folder = archive.thread_folder("t")
+    digest = _archive_records.serialise(messages).digest
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == [f".sha256-{digest}", f"{ref}.jsonl"]
+    assert os.path.samefile(folder / names[0], folder / names[1])
+    assert stat.S_IMODE(os.stat(folder / names[1]).st_mode) == 0o600
+
+
 def test_jsonl_keeps_lone_surrogates_and_unicode(tmp_path: Path) -> None:
     archive = JsonlArchive(tmp_path)
     messages = [HumanMessage("bad \ud800 surrogate, 中文, emoji 🎉", id="u")]
@@ -460,7 +476,7 @@ def test_jsonl_keeps_lone_surrogates_and_unicode(tmp_path: Path) -> None:
     assert archive.read(ref, thread_id="t") == messages
 
 
-@pytest.mark.parametrize("fail_at", ["fsync", "replace"])
+@pytest.mark.parametrize("fail_at", ["fsync", "link"])
 def test_crash_during_write_leaves_no_file_and_keeps_earlier_records(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: str
 ) -> None:
@@ -468,7 +484,7 @@ def test_crash_during_write_leaves_no_file_and_keeps_earlier_records(
     earlier = archive.write(transcript("e", 1), thread_id="t", reason="r")
     before = {p: p.read_bytes() for p in files_under(tmp_path)}
 
-    def crash(*args: Any) -> None:
+    def crash(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, fail_at, crash)

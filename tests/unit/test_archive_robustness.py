@@ -26,7 +26,7 @@ from langchain_compact.archive import (
     StoreArchive,
     make_recall_tool,
 )
-from langchain_compact.errors import ConfigError
+from langchain_compact.errors import ConfigError, CorruptRecordError
 from langchain_compact.graph import create_compacting_agent
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -182,7 +182,7 @@ def test_concurrent_identical_writes_from_threads_leave_one_record(
     assert all(archive.read(ref, thread_id="t") == messages for ref in refs)
     if kind == "jsonl":
         assert len(set(refs)) == 1
-        assert sorted(p.name for p in folder_of(archive).iterdir()) == [f"{refs[0]}.jsonl"]
+        assert record_names(folder_of(archive)) == [f"{refs[0]}.jsonl"]
 
 
 def test_concurrent_identical_writes_from_processes_leave_one_record(tmp_path: Path) -> None:
@@ -225,32 +225,91 @@ def test_concurrent_identical_writes_from_processes_leave_one_record(tmp_path: P
     assert all(proc.returncode == 0 for proc in procs)
     archive = JsonlArchive(tmp_path / "memory")
     assert len(set(outputs)) == 1 and archive.refs(thread_id="t") == outputs[:1]
-    assert [p.name for p in folder_of(archive).iterdir()] == [f"{outputs[0]}.jsonl"]
+    assert record_names(folder_of(archive)) == [f"{outputs[0]}.jsonl"]
 
 
-def test_a_write_finishes_the_claim_of_a_writer_that_died(tmp_path: Path) -> None:
-    """A writer killed after claiming the content hash, before publishing: the next identical
-    write publishes the claimed record instead of adding a second one."""
+def record_names(folder: Path) -> list[str]:
+    """Every file in ``folder`` but the records' content-addressed slots (hard links to the
+    record files): one name per record, and no temp file left behind."""
+    names = sorted(p.name for p in folder.iterdir())
+    slots = [n for n in names if n.startswith(".sha256-")]
+    records = [n for n in names if not n.startswith(".sha256-")]
+    assert len(slots) == len(records), names
+    return records
+
+
+def test_a_write_finishes_the_publication_of_a_writer_that_died(tmp_path: Path) -> None:
+    """A writer killed after creating the content-addressed slot, before linking the ref
+    name: the next identical write publishes that record instead of adding a second one."""
     archive = JsonlArchive(tmp_path)
     messages = records("t", 2)
     ref = archive.write(messages, thread_id="t", reason="first")
-    final = folder_of(archive) / f"{ref}.jsonl"
-    claim = folder_of(archive) / f".claim-{_archive_records.parse_ref(ref)}"
-    os.rename(final, claim)  # as if the writer died between claiming and publishing
+    os.unlink(folder_of(archive) / f"{ref}.jsonl")  # as if the writer died between the links
+    assert archive.refs(thread_id="t") == []
     assert archive.write(messages, thread_id="t", reason="again") == ref
-    assert archive.refs(thread_id="t") == [ref] and not claim.exists()
+    assert archive.refs(thread_id="t") == [ref]
     assert archive.read(ref, thread_id="t") == messages
 
 
-def test_a_junk_claim_file_does_not_block_writes(tmp_path: Path) -> None:
+def test_a_record_written_before_slots_is_adopted_not_duplicated(tmp_path: Path) -> None:
+    """Archives written by earlier versions have no slot: the oldest record of the same
+    messages becomes the slot, so a resumed write returns its ref."""
     archive = JsonlArchive(tmp_path)
     messages = records("t", 2)
-    short = _archive_records.serialise(messages).digest[:16]
+    ref = archive.write(messages, thread_id="t", reason="first")
+    digest = _archive_records.serialise(messages).digest
+    os.unlink(folder_of(archive) / f".sha256-{digest}")
+    assert archive.write(messages, thread_id="t", reason="again") == ref
+    assert record_names(folder_of(archive)) == [f"{ref}.jsonl"]
+
+
+def test_a_damaged_slot_file_does_not_block_writes(tmp_path: Path) -> None:
+    archive = JsonlArchive(tmp_path)
+    messages = records("t", 2)
+    digest = _archive_records.serialise(messages).digest
     folder_of(archive).mkdir(parents=True)
-    (folder_of(archive) / f".claim-{short}").write_bytes(b"junk")
-    ref = archive.write(messages, thread_id="t", reason="r")
+    (folder_of(archive) / f".sha256-{digest}").write_bytes(b"junk")
+    with pytest.warns(ArchiveWarning, match="does not hold the record"):
+        ref = archive.write(messages, thread_id="t", reason="r")
+        assert archive.write(messages, thread_id="t", reason="again") == ref
     assert archive.read(ref, thread_id="t") == messages
-    assert [p.name for p in folder_of(archive).iterdir()] == [f"{ref}.jsonl"]
+    names = sorted(p.name for p in folder_of(archive).iterdir())
+    assert names == [f".sha256-{digest}", f".sha256-{digest}.1", f"{ref}.jsonl"]
+
+
+def test_a_slot_holding_other_messages_is_never_returned(tmp_path: Path) -> None:
+    """A content-addressed name holding other messages (damage, or a planted file) is
+    skipped: the ref returned always reads the messages written."""
+    archive = JsonlArchive(tmp_path)
+    other = archive.write(records("o", 1), thread_id="t", reason="r")
+    messages = records("t", 2)
+    digest = _archive_records.serialise(messages).digest
+    os.link(folder_of(archive) / f"{other}.jsonl", folder_of(archive) / f".sha256-{digest}")
+    with pytest.warns(ArchiveWarning, match="another content hash"):
+        ref = archive.write(messages, thread_id="t", reason="r")
+    assert ref != other and archive.read(ref, thread_id="t") == messages
+
+
+def test_store_writes_agree_on_one_item_and_every_ref_reads() -> None:
+    """Concurrent store writers of the same messages put under one key (the content hash):
+    whichever put lands last, each ref any of them got reads the same messages."""
+    archive = StoreArchive(InMemoryStore())
+    messages = records("t", 2)
+    first = archive.write(messages, thread_id="t", reason="r")
+    key, value = archive._prepare(messages, "t", "late", None)
+    archive.store.put(archive._ns("t"), key, value)  # a racing writer's put lands last
+    assert value["ref"] != first and archive.refs(thread_id="t") == [value["ref"]]
+    assert archive.read(first, thread_id="t") == archive.read(value["ref"], thread_id="t")
+    assert archive.write(messages, thread_id="t", reason="again") == value["ref"]
+
+
+def test_a_store_item_holding_other_messages_is_reported() -> None:
+    archive = StoreArchive(InMemoryStore())
+    messages = records("t", 2)
+    key, value = archive._prepare(messages, "t", "r", None)
+    archive.store.put(archive._ns("t"), key, {**value, "messages": value["messages"][:1]})
+    with pytest.raises(CorruptRecordError, match="other messages"):
+        archive.write(messages, thread_id="t", reason="r")
 
 
 # --- recall needs a thread ------------------------------------------------------------------
@@ -411,3 +470,62 @@ def test_a_disk_full_error_names_the_archive_folder_not_none(
     with pytest.raises(ArchiveError) as info:
         archive.write([ToolMessage("42", tool_call_id="c1")], thread_id="t", reason="r")
     assert "(None)" not in str(info.value) and str(tmp_path / "memory") in str(info.value)
+
+
+# --- the race harness (bench/archive_race.py; 10,000 trials there) --------------------------
+
+
+def test_race_harness_finds_no_duplicate_and_no_unreadable_ref() -> None:
+    """A few hundred trials of 16 writers (threads; 4 processes x 4 threads; threads on a
+    store) archiving the same messages at once, with random 0-2 ms delays at every
+    filesystem and store step: one record each time, and every ref a writer got reads."""
+    from bench import archive_race
+
+    result = archive_race.run(210)
+    overall = result["overall"]
+    assert overall["trials"] == 210 and overall["writes"] == 210 * 16
+    assert overall["duplicates"] == 0 and overall["missing"] == 0, result["examples"]
+    assert overall["unreadable_refs"] == 0 and overall["errors"] == 0, result["examples"]
+    assert overall["temp_files_left"] == 0
+    for kind in ("threads", "processes"):  # the files: every writer got the same ref
+        assert result["by_kind"][kind]["trials_with_several_refs"] == 0
+
+
+def test_without_hard_links_writes_still_work_and_stay_idempotent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some network or FAT filesystems refuse hard links: the archive falls back to a plain
+    atomic write, and a sequential rewrite still finds the first record."""
+    import errno
+
+    def no_links(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    archive = JsonlArchive(tmp_path)
+    messages = records("t", 2)
+    ref = archive.write(messages, thread_id="t", reason="r")
+    assert archive.write(messages, thread_id="t", reason="again") == ref
+    assert archive.refs(thread_id="t") == [ref] and archive.read(ref, thread_id="t") == messages
+    assert [p.name for p in folder_of(archive).iterdir()] == [f"{ref}.jsonl"]
+
+
+def test_a_staged_record_published_meanwhile_keeps_its_ref_readable(tmp_path: Path) -> None:
+    """``compact`` stages records and publishes them at the end: when another writer
+    archived the same messages meanwhile, the staged ref (which the new history quotes)
+    still reads them."""
+    from langchain_compact.cli._compact import StagedArchive
+
+    target = JsonlArchive(tmp_path / "memory")
+    stage = StagedArchive(target)
+    messages = records("t", 2)
+    staged = stage.write(messages, thread_id="t", reason="r")
+    other = target.write(messages, thread_id="t", reason="meanwhile")
+    stage.commit()
+    assert staged != other
+    assert target.read(staged, thread_id="t") == target.read(other, thread_id="t") == messages
+    # Without a concurrent writer, a staged record is published once, under its own ref.
+    stage = StagedArchive(target)
+    ref = stage.write(records("u", 1), thread_id="t", reason="r")
+    stage.commit()
+    assert target.write(records("u", 1), thread_id="t", reason="again") == ref

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -751,3 +755,112 @@ def test_an_openai_transcript_gets_its_markers_back(tmp_path: Path) -> None:
     back = load_transcript(tmp_path / "t.jsonl")
     assert [kind_of(m) for m in back] == [None, KIND_SUMMARY, *kinds[2:]]
     assert back[1].response_metadata["langchain_compact"]["index"] == 2
+
+
+# --------------------------------------------------------------------------- special files
+
+
+def _device(tmp_path: Path) -> Path:
+    """A character device to write to: a null device made in ``tmp_path`` (root), else
+    ``/dev/null`` itself (never replaceable without root)."""
+    node = tmp_path / "null-device"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, AttributeError, OSError):
+        return Path(os.devnull)
+    return node
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX special files")
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "device"])
+def test_compact_refuses_an_output_that_is_not_a_regular_file(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 3 of issue 21: ``-o`` replaced links, FIFOs and devices with a regular file."""
+    path = _long_run(tmp_path / "run.jsonl")
+    if kind == "symlink":
+        target = tmp_path / "target.jsonl"
+        target.write_text("keep me\n")
+        out = tmp_path / "link.jsonl"
+        out.symlink_to(target)
+        needle, is_kind = "is a symbolic link", stat.S_ISLNK
+    elif kind == "fifo":
+        out = tmp_path / "fifo"
+        os.mkfifo(out)
+        needle, is_kind = "is a FIFO", stat.S_ISFIFO
+    else:
+        out = _device(tmp_path)
+        needle, is_kind = "is a device file", stat.S_ISCHR
+    code, _, err = run(capsys, "compact", path, "-o", out, "--archive", tmp_path / "a")
+    assert_one_line_error(code, err, f"{out} {needle}", "regular file or a new path")
+    assert len(err.strip().splitlines()) == 1
+    assert is_kind(os.lstat(out).st_mode)
+    assert not (tmp_path / "a").exists()  # refused before any work
+    if kind == "symlink":
+        assert (tmp_path / "target.jsonl").read_text() == "keep me\n"
+
+
+def test_write_atomic_refuses_a_special_file_swapped_in_after_the_check(tmp_path: Path) -> None:
+    from langchain_compact.cli.transcripts import write_atomic
+
+    out = tmp_path / "link"
+    out.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(TranscriptError, match="symbolic link"):
+        write_atomic(out, b"x")
+    assert out.is_symlink() and not (tmp_path / "elsewhere").exists()
+
+
+def test_compact_refuses_a_1_gb_input_in_under_a_second(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Item 3: input had no size cap (/dev/zero reached 15 GB of memory)."""
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as handle:  # sparse: 1 GB of size, no disk
+        handle.truncate(1 << 30)
+    started = time.perf_counter()
+    code, _, err = run(capsys, "compact", big, "-o", tmp_path / "o.jsonl", "--archive", tmp_path)
+    elapsed = time.perf_counter() - started
+    assert_one_line_error(code, err, f"{big} is 1,073,741,824 bytes", "--max-input-bytes")
+    assert elapsed < 1.0, elapsed
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_device_input_is_refused_at_the_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = time.perf_counter()
+    argv = ["compact", "/dev/zero", "-o", tmp_path / "o.jsonl", "--max-input-bytes", "4000000"]
+    code, _, err = run(capsys, *argv)
+    limit = "/dev/zero holds more than the input limit of 4,000,000"
+    assert_one_line_error(code, err, limit, "--max-input-bytes")
+    assert time.perf_counter() - started < 1.0
+
+
+def test_the_input_cap_is_a_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _long_run(tmp_path / "run.jsonl")
+    size = path.stat().st_size
+    out = tmp_path / "o.jsonl"
+    code, _, err = run(capsys, "inspect", path, "--max-input-bytes", size - 1)
+    assert_one_line_error(code, err, f"over the input limit of {size - 1:,} bytes")
+    argv = ["compact", path, "-o", out, "--archive", tmp_path / "a", "--max-input-bytes", size]
+    code, _, err = run(capsys, *argv)
+    assert code == 0, err
+
+
+def test_compact_reads_stdin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Item 3: ``-`` (stdin) was not accepted."""
+    data = _long_run(tmp_path / "run.jsonl").read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    out = tmp_path / "o.jsonl"
+    code, stdout, err = run(capsys, "compact", "-", "-o", out, "--archive", tmp_path / "a")
+    assert code == 0, err
+    assert load_transcript(out) and "messages summarised by" in stdout
+    assert _refs(tmp_path / "a", "stdin")  # archived under the thread "stdin"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    argv = ["compact", "-", "-o", out, "--max-input-bytes", "100"]
+    code, _, err = run(capsys, *argv)
+    limit = "<stdin> holds more than the input limit of 100 bytes"
+    assert_one_line_error(code, err, limit, "--max-input-bytes")

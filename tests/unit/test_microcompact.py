@@ -8,6 +8,7 @@ Which results must be cleared is recomputed here from the rule (older than the n
 from __future__ import annotations
 
 import itertools
+import random
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from _data import all_trajectories, load_trajectory
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_compact import CompactionConfig
 from langchain_compact._facts import with_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import validate_history
@@ -23,6 +25,7 @@ from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, ki
 from langchain_compact.microcompact import (
     DEFAULT_PLACEHOLDER,
     clear_tool_results,
+    micro_compact,
     truncate_large_tool_results,
 )
 from langchain_compact.tokens import TiktokenCounter
@@ -339,3 +342,51 @@ def test_list_content_results_are_cleared_by_text() -> None:
     out = clear_tool_results([call, result, read], keep=0)
     assert isinstance(out[1].content, str) and "shot" in out[1].content
     validate_history(out)
+
+
+# --------------------------------------------------------------------------- idempotence
+
+
+def _pressured_history(seed: int) -> tuple[list[BaseMessage], CompactionConfig]:
+    """A random tool loop with provider usage reports, often far over a small window."""
+    rng = random.Random(seed)
+    window = rng.choice([2000, 4000, 8000, 16000])
+    messages: list[BaseMessage] = [HumanMessage("task " * rng.randint(5, 800), id="task")]
+    for k in range(rng.randint(2, 12)):
+        size = sum(len(str(m.content)) for m in messages) / 4 * rng.uniform(0.8, 1.3)
+        usage = {"input_tokens": int(size), "output_tokens": 10, "total_tokens": int(size) + 10}
+        call = {"name": rng.choice(["sh", "read"]), "args": {"k": k}, "id": f"c{k}"}
+        messages.append(
+            AIMessage(
+                f"step {k}",
+                tool_calls=[call],
+                id=f"a{k}",
+                usage_metadata=usage if rng.random() < 0.8 else None,  # type: ignore[arg-type]
+            )
+        )
+        size_k = rng.choice([10, 100, 400, 1500, 4000])
+        messages.append(ToolMessage(f"out{k} " * size_k, tool_call_id=f"c{k}", id=f"t{k}"))
+    if rng.random() < 0.7:
+        messages.append(AIMessage("thinking", id="last"))
+    config = CompactionConfig(
+        context_window=window,
+        micro_keep=rng.choice([0, 1, 3]),
+        large_result_ratio=rng.choice([0.05, 0.2]),
+    )
+    return messages, config
+
+
+def test_a_second_micro_compact_changes_nothing() -> None:
+    """Issue 21 item 7: under pressure one pass could end over the fit with more to do, and
+    a second ``micro_compact`` then cleared a cut result or cut the task (seeds 616, 640,
+    930 and 1427 did)."""
+    changed = 0
+    for seed in range(1500):
+        messages, config = _pressured_history(seed)
+        once = micro_compact(messages, config)
+        twice = micro_compact(once, config)
+        assert [(m.content, get_meta(m)) for m in twice] == [
+            (m.content, get_meta(m)) for m in once
+        ], seed
+        changed += once != messages
+    assert changed > 500  # most of them were under pressure
