@@ -31,7 +31,7 @@ def tool_loop() -> list[BaseMessage]:
         call = {"name": "sh", "args": {}, "id": f"c{k}"}
         messages += [
             AIMessage("s", tool_calls=[call], id=f"a{k}"),
-            ToolMessage("out " * 800, tool_call_id=f"c{k}", id=f"t{k}"),
+            ToolMessage("out " * 1_200, tool_call_id=f"c{k}", id=f"t{k}"),
         ]
     return [*messages, AIMessage("ok", id="last")]
 
