@@ -48,6 +48,7 @@ from langchain_compact._ops import (
     summary_bound,
 )
 from langchain_compact._placeholders import merged_summary_header, summary_header
+from langchain_compact.budget import CHARS_PER_TOKEN
 from langchain_compact.config import CompactionConfig
 from langchain_compact.markers import (
     KIND_SUMMARY,
@@ -99,8 +100,6 @@ MIN_SUPPLEMENT_TOKENS = 32
 SUMMARY_ROOM_SHARE = 0.7
 #: A tail that leaves the summary less than this share of its bound is slimmed first.
 SLIM_WHEN_ROOM_BELOW = 0.5
-#: Characters per token when a token limit must be applied to text by length.
-CHARS_PER_TOKEN = 4
 #: Cap on the fixed overhead taken from a usage report (share of the window): an estimate
 #: that runs high stops runs whose next call would fit.
 MAX_OVERHEAD_SHARE = 0.25
@@ -144,14 +143,13 @@ class _Draft:
     def room(self, *, facts: bool = False) -> int | None:
         """Local tokens left for the new summary beside what is kept, up to the trigger.
 
-        A summary that takes the room up to the fit limit leaves the compacted history over
-        the trigger, so the very next turn compacts again and writes another summary (and
-        soon a merge): on the long synthetic run in an 8k window a roof halfway between the
-        trigger and the fit limit cost 0.55x ``SummarizationMiddleware``, the trigger 0.49x
-        (without preparing), with the same 12 of 12 facts. ``facts``: the room up to halfway
-        between the trigger and the fit limit, which the fidelity supplement may use for the
-        facts the shorter summary dropped (a compacted history over the trigger but fitting
-        goes on)."""
+        The roof is the trigger, not the fit limit: a summary that takes the room up to
+        the fit limit leaves the compacted history over the trigger, so the very next turn
+        compacts again and writes another summary (and soon a merge). ``facts``: the room
+        up to halfway between the trigger and the fit limit, which the fidelity supplement
+        may use for the facts the shorter summary dropped (a compacted history over the
+        trigger but fitting goes on, and facts are the last thing a small room gives
+        up)."""
         trigger, fit = self.config.trigger_tokens, self.config.fit_tokens
         if facts and trigger is not None and fit is not None:
             roof = self.local((trigger + fit) // 2)
@@ -474,19 +472,16 @@ def count_precisely(
 
     The size of the compacted history decides whether the tail is slimmed, unread results
     are digested or the run stops, and (stored as the boundary's calibration) the counts
-    until the next usage report. A character-based count errs by content type, so a scale
-    measured on the whole history runs high or low once the compaction has removed the
-    content that set it: a 4,000-token window stopped at 3,507 real tokens, estimated
-    3,959; against llama.cpp (SentencePiece) the estimate right after a compaction erred
-    8.6% (median, worst 30%), 2.0% (worst 3.3%) with this count (README, "Token accounting
-    against a real server"). Results cleared since the report are credited as tiktoken
-    counts them (``saved_precise``; ``tokens._tiktoken_credit``). It costs one
-    tiktoken pass over the messages not counted before (about 60 ms per 300,000 tokens;
-    cached per text). Skipped when the caller
-    counts with tiktoken already, when the encoding cannot be loaded here, or when no usage
-    report describes the history (nothing to calibrate against). ``calibrate=False``: the
-    reports describe another list; tiktoken's count is taken as it is. Returns whether the
-    draft now counts precisely."""
+    until the next usage report. An estimate errs by content type, so a scale measured on
+    the whole history runs high or low once the compaction has removed the content that
+    set it; a tokenizer's count of the draft, scaled by the report that described the
+    history, does not depend on the mix. Results cleared since the report are credited as
+    tiktoken counts them (``saved_precise``; ``tokens._tiktoken_credit``). It costs one
+    tiktoken pass over the messages not counted before (cached per text). Skipped when the
+    caller counts with tiktoken already, when the encoding cannot be loaded here, or when
+    no usage report describes the history (nothing to calibrate against).
+    ``calibrate=False``: the reports describe another list; tiktoken's count is taken as it
+    is. Returns whether the draft now counts precisely."""
     if draft.units is not None or isinstance(draft.counter, TiktokenCounter):
         return False
     precise = precise_counter()

@@ -19,13 +19,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CHARS_PER_TOKEN", "Budget", "chars_for_tokens"]
+__all__ = ["CHARS_PER_TOKEN", "OBSERVATION_CHARS", "Budget", "chars_for_tokens"]
 
 CHARS_PER_TOKEN = 4
 """Characters per token where a token limit must be applied to text before it is counted
 (a digest's size, a cut). The same value as langchain-core's ``count_tokens_approximately``;
 the real ratio of a text is measured from the text itself wherever it is known
 (:func:`chars_for_tokens`)."""
+
+
+OBSERVATION_CHARS = 1_500
+"""A human message longer than this, after the task, is an observation: agents without
+native tool calls (text-command agents) get their tools' output as user messages, and such
+messages are cleared, cut and summarised the way tool results are. A person's own message
+of this length is rare; a command's output of it is common."""
 
 
 def chars_for_tokens(tokens: int, *, text: str = "", text_tokens: int = 0) -> int:

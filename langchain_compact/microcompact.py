@@ -40,7 +40,7 @@ from langchain_compact._placeholders import (
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._render import tool_result_text
 from langchain_compact._scan import history_facts, holding
-from langchain_compact.budget import chars_for_tokens
+from langchain_compact.budget import OBSERVATION_CHARS, chars_for_tokens
 from langchain_compact.config import (
     DEFAULT_LARGE_TOOL_RESULT_CHARS,
     DEFAULT_MICRO_KEEP,
@@ -926,7 +926,10 @@ def shrink_unread(
         and (
             (isinstance(out[i], ToolMessage) and result_name(out[i], names) not in excluded)
             # Agents without native tool calls get their observations as user messages.
-            or (isinstance(out[i], HumanMessage) and len(tool_result_text(out[i])) > 2_000)
+            or (
+                isinstance(out[i], HumanMessage)
+                and len(tool_result_text(out[i])) > OBSERVATION_CHARS
+            )
         )
     ]
     sizes = {i: _tokens(tool_result_text(out[i]), counter) for i in unread}
@@ -983,7 +986,7 @@ def cut_task(
     text = tool_result_text(msg)
     if not isinstance(msg.content, str) or _tokens(text, counter) <= limit:
         return None
-    keep_chars = max(400, int(limit * 3))
+    keep_chars = max(400, chars_for_tokens(limit, text=text, text_tokens=_tokens(text, counter)))
     body = structured_digest(text, max_chars=keep_chars)
     new_text = body + task_notice(
         chars=len(text), omitted=max(0, len(text) - len(body)), archived=archived

@@ -38,6 +38,7 @@ from langchain_compact._render import (
     tool_result_text,
     word_prefix,
 )
+from langchain_compact.budget import OBSERVATION_CHARS
 from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
 from langchain_compact.errors import SummarizerError
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of
@@ -80,7 +81,6 @@ not call tools. Do not address the user. Stay under {max_tokens} tokens."""
 """Default instructions of :class:`LLMSummarizer`; ``{max_tokens}`` is filled in."""
 
 _SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
-_OBSERVATION_CHARS = 1_500  # a human message longer than this is treated as an observation
 
 
 @runtime_checkable
@@ -292,7 +292,7 @@ class ExtractiveSummarizer:
                 actions.extend(by_section.get("3", []))
                 carried.extend(by_section.get("5", []))
             elif isinstance(msg, HumanMessage):
-                if len(text) > _OBSERVATION_CHARS:
+                if len(text) > OBSERVATION_CHARS:
                     facts.append(
                         "observation: "
                         + " | ".join(_clip(ln, 200) for ln in _observation_lines(text))
@@ -445,7 +445,7 @@ def fidelity_supplement(
                 secondary.append("\n".join(kept))
             continue
         if isinstance(msg, ToolMessage) or (
-            len(text) > _OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
+            len(text) > OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
         ):
             secondary.append("\n".join(dict.fromkeys([*key_lines(text), *result_gist(text)])))
         else:

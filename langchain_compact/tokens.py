@@ -694,8 +694,8 @@ def _tiktoken_credit(messages: Sequence[BaseMessage], i: int, credit: int) -> in
     """What was cleared or cut since the usage report at ``i`` described the list, as
     tiktoken counts it (``saved_precise``); ``credit`` (the configured counter's units) where
     the replacements carry no such count. A calibration that counts with tiktoken but adds
-    back the character estimate of what was cleared erred by the content's ratio (15 to 20%
-    high on the 4k synthetic run)."""
+    back another counter's estimate of what was cleared errs by the content's ratio between
+    the two counters."""
     owner = messages[i].id
     if owner is None:
         return credit
