@@ -67,8 +67,8 @@ TOKENS_PER_IMAGE = 85
 # of timestamps and numbers has ~2.4 characters per o200k token, English prose ~4.5).
 # Pieces: an ASCII word is a token, one more per 7 letters and per inner capital
 # (camelCase splits there); a digit group of up to 3 is a token (o200k splits numbers
-# so); a run of symbols costs a token per 2; a newline with its indentation, a run of
-# spaces or of underscores is one; a CJK character is 0.72 of a token and another
+# so, and a space before a number is a token of its own); a run of symbols costs a token
+# per 2; a newline with its indentation, a run of spaces or of underscores is one; a CJK character is 0.72 of a token and another
 # script's letters a token per 4 plus one a word. It errs high rather than low.
 _CJK_TOKENS_PER_CHAR = 0.72
 _CJK_RE = re.compile(
@@ -80,6 +80,7 @@ _INNER_CAP_RE = re.compile(r"[a-z][A-Z]")
 _DIGITS_RE = re.compile(r"\d{1,3}")
 _SYMBOLS_RE = re.compile(r"[^\w\s]+")
 _SPACES_RE = re.compile(r"\n\s*| {2,}|_+")
+_SPACE_DIGIT_RE = re.compile(r" \d")
 _OTHER_LETTERS_RE = re.compile(r"[^\W\d_A-Za-z]+")
 
 
@@ -104,7 +105,7 @@ def _pieces(text: str) -> int:
     n = float(len(_WORD_RE.findall(text)))
     n += sum((len(w) - 1) // 7 for w in _LONG_WORD_RE.findall(text))
     n += len(_INNER_CAP_RE.findall(text)) + len(_DIGITS_RE.findall(text))
-    n += len(_SPACES_RE.findall(text))
+    n += len(_SPACES_RE.findall(text)) + len(_SPACE_DIGIT_RE.findall(text))
     if not text.isascii():
         for run in _OTHER_LETTERS_RE.findall(text):
             k = len(_CJK_RE.findall(run))
