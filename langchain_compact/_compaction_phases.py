@@ -400,8 +400,6 @@ def summarize_span(
     left, cap = draft.room(facts=True), facts_bound(draft.config)
     written = draft.counter([HumanMessage(text)])
     spare = cap if left is None else max(MIN_SUPPLEMENT_TOKENS, min(cap, left - written))
-    if draft.span_tokens:
-        spare = min(spare, max(0, draft.span_tokens - SUMMARY_HEADER_TOKENS - written))
     draft.supplement = fidelity_supplement(readable, text, max_tokens=spare)
     draft.body = header + text
     if draft.supplement:
@@ -615,8 +613,9 @@ def compaction_steps(
     if not count_precisely(draft, messages, tools, calibrate=calibrate) and calibrate:
         draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
     yield from make_room(draft)
-    # A summary never takes more than what it replaces: a compaction that grows the
-    # context buys nothing and breaks the cached prefix.
+    # The summary's prose never takes more than what it replaces: a compaction that grows
+    # the context buys nothing and breaks the cached prefix. Its fidelity supplement (the
+    # facts the prose dropped) may still take the room: facts are the last thing given up.
     draft.span_tokens = draft.counter(span)
     draft.bound = min(
         draft.bound, max(MIN_SUMMARY_TOKENS, draft.span_tokens - SUMMARY_HEADER_TOKENS)
