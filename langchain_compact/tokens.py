@@ -68,8 +68,9 @@ TOKENS_PER_IMAGE = 85
 # Pieces: an ASCII word is a token, one more per 7 letters and per inner capital
 # (camelCase splits there); a digit group of up to 3 is a token (o200k splits numbers
 # so, and a space before a number is a token of its own); a run of symbols costs a token
-# per 2; a newline with its indentation, a run of spaces or of underscores is one; a CJK character is 0.72 of a token and another
-# script's letters a token per 4 plus one a word. It errs high rather than low.
+# per 2; a newline with its indentation, a run of spaces or of underscores is one; a CJK
+# character is 0.72 of a token and another script's letters a token per 4 plus one a word.
+# It errs high rather than low.
 _CJK_TOKENS_PER_CHAR = 0.72
 _CJK_RE = re.compile(
     "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
