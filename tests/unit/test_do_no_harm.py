@@ -167,19 +167,23 @@ def test_an_unread_result_is_left_whole_when_a_compaction_can_make_the_room() ->
     cut this way.)"""
     from langchain_compact.core import Compactor
 
+    # Sized for the piece-based estimate (source code is ~2.7 characters a token): the
+    # fixed part and the unread result take ~1,000 + ~530 + ~1,800 tokens, as 3,600 +
+    # 1,800 + 6,400 characters did at the old 3.6 characters a token, so a compaction can
+    # still make the room and the history is still over the fit limit.
     config = CompactionConfig(context_window=4_000, keep_last_n=2)
     core = Compactor(config=config)
     history: list[BaseMessage] = [
-        SystemMessage(source_file(3_600, seed=99)),
-        HumanMessage("Task: read the files. " + source_file(1_800, seed=98), id="task"),
+        SystemMessage(source_file(2_700, seed=99)),
+        HumanMessage("Task: read the files. " + source_file(1_350, seed=98), id="task"),
     ]
     for first in (0, 3):  # two compactions: two summaries in the head
         for i in range(first, first + 3):
-            history += tool_round(i, source_file(1_500, seed=i))
+            history += tool_round(i, source_file(1_125, seed=i))
         history = core.compact(history, "t").messages
     for i in range(6, 8):
         history += tool_round(i, "ok")  # nothing left for clearing to free
-    history += tool_round(9, source_file(6_400, seed=9))  # unread
+    history += tool_round(9, source_file(4_800, seed=9))  # unread
     assert core.count(history) > config.fit_tokens  # type: ignore[operator]
     step = core.micro(history, "t")
     assert step.messages[-1].content == history[-1].content
@@ -193,7 +197,9 @@ def test_an_unread_result_is_left_whole_when_a_compaction_can_make_the_room() ->
 
 
 def page(i: int) -> str:
-    words = " ".join(f"w{i}x{j}" for j in range(1_550))  # about 3,100 tokens
+    # About 3,100 tokens, by the estimate and by o200k alike ("w5x12" is 4 or 5 pieces:
+    # 1,550 words were 3,100 tokens only at the old 3.6 characters a token, 6,763 in o200k).
+    words = " ".join(f"w{i}x{j}" for j in range(775))
     return f"page {i} begins\n{words}\nTOTAL page={i} items={i * 11}"
 
 

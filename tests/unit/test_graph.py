@@ -75,13 +75,14 @@ def step_results(messages: list[BaseMessage]) -> list[int]:
     return sorted(calls[m.tool_call_id] for m in messages if isinstance(m, ToolMessage))
 
 
-def big_schema_tool() -> StructuredTool:
-    """A tool whose JSON schema is large (about 1,500 tokens), like many real tool sets."""
+def big_schema_tool(sentences: int = 130) -> StructuredTool:
+    """A tool whose JSON schema is large, like many real tool sets: about 8.5 tokens a
+    sentence by the piece-based estimate (130: ~1,100 tokens; 180: ~1,500)."""
 
     def lookup_docs(query: str) -> str:
         return "no documents found"
 
-    description = "Search the docs. " + "Details of the search syntax and fields. " * 130
+    description = "Search the docs. " + "Details of the search syntax and fields. " * sentences
     return StructuredTool.from_function(lookup_docs, name="lookup_docs", description=description)
 
 
@@ -92,16 +93,21 @@ def big_schema_tool() -> StructuredTool:
 KEEP_RESULTS = ("run_step",)
 
 
+# ~560-token results: 1,520 characters of CI log by the piece-based estimate (2,000 were
+# ~560 tokens only at the old 3.6 characters a token; ~740 now, and a second summary was
+# prepared before the seven-step run ended).
+
+
 def seven() -> tuple[DependentTask, CompactionConfig]:
     """7 steps with ~560-token results that stay whole: exactly one full compaction."""
     config = CompactionConfig(context_window=5000, micro_exclude_tools=KEEP_RESULTS)
-    return DependentTask(steps=7, payload_chars=2000), config
+    return DependentTask(steps=7, payload_chars=1520), config
 
 
 def fourteen(**changes: Any) -> tuple[DependentTask, CompactionConfig]:
     """14 steps whose ~560-token results stay whole: three compactions, no summary merge."""
     config = CompactionConfig(context_window=5000, micro_exclude_tools=KEEP_RESULTS)
-    return DependentTask(steps=14, payload_chars=2000), config.replace(**changes)
+    return DependentTask(steps=14, payload_chars=1520), config.replace(**changes)
 
 
 # --------------------------------------------------------------------------- exp. 06
@@ -310,7 +316,9 @@ def test_an_unread_result_larger_than_the_window_is_digested_and_the_run_goes_on
     recorder = RecordingSummarizer()
     archive = MemoryArchive()
     config = CompactionConfig(context_window=1000)
-    history = oversized_tail_history(payload=4000)
+    # 8,000 x's: ~1,150 tokens by the piece-based estimate (~1,000 in o200k), over the fit
+    # limit as 4,000 were only at the old 3.6 characters a token (~500 in o200k).
+    history = oversized_tail_history(payload=8000)
     assert approximate_tokens(history[-1:]) > config.fit_tokens  # type: ignore[operator]
     graph = build_graph(task, config=config, summarizer=recorder, archive=archive)
     run = run_graph(graph, history)
@@ -375,8 +383,11 @@ def test_thrash_guard_lets_a_small_window_that_makes_progress_finish() -> None:
 def test_cooldown_holds_full_compaction_off_while_micro_still_runs() -> None:
     # Large tool schemas the compaction layer cannot shrink keep the context near the trigger,
     # so without a cooldown a compaction follows almost every turn.
-    task = DependentTask(steps=14, payload_chars=1000)
-    tool = big_schema_tool()
+    # Sized for the piece-based estimate as it was for the old 3.6 characters a token: a
+    # ~1,500-token schema (180 sentences; 130 are ~1,100 tokens now) and ~260-token results
+    # (700 characters; 1,000 are ~370 now).
+    task = DependentTask(steps=14, payload_chars=700)
+    tool = big_schema_tool(sentences=180)
     cooldown = 2
     config = CompactionConfig(context_window=4000, cooldown_turns=cooldown)
     trigger = config.trigger_tokens
@@ -416,7 +427,9 @@ def test_cooldown_holds_full_compaction_off_while_micro_still_runs() -> None:
 
 @pytest.mark.parametrize(
     ("window", "payload", "large_tool_result_chars"),
-    [(4000, 3600, 5000), (8000, 7000, 5000), (8000, 7000, None)],
+    # A quarter of the window by the piece-based estimate (CI logs are ~2.7 characters a
+    # token; 3,600 and 7,000 characters were a quarter only at the old 3.6 a token).
+    [(4000, 2700, 5000), (8000, 5400, 5000), (8000, 5400, None)],
     ids=["whole-results", "truncated-results", "no-truncation"],
 )
 def test_defaults_forty_steps_quarter_window_results_finish(

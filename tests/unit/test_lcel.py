@@ -63,7 +63,10 @@ def drive(compactor: MessageCompactor, task: DependentTask, *, mode: str = "sync
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_growing_history_finishes_and_each_span_is_summarised_once(mode: str) -> None:
-    task = DependentTask(steps=40)
+    # ~1,700-token results: 4,600 characters of CI log by the piece-based estimate (the
+    # default 6,000 were ~1,700 tokens only at the old 3.6 characters a token; they are
+    # ~2,200 by the estimate and by o200k, and compact on nearly every call).
+    task = DependentTask(steps=40, payload_chars=4_600)
     summarizer = CountingSummarizer()
     compactor = MessageCompactor(config=CONFIG, summarizer=summarizer)
     history, calls, seen = drive(compactor, task, mode=mode)

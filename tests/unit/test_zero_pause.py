@@ -230,7 +230,15 @@ def test_a_prepared_summary_larger_than_the_room_is_condensed_to_its_key_facts()
     lines go down to the room, every ``key = value`` fact stays."""
     model = FactKeeper()
     config = CompactionConfig(context_window=WINDOW, keep_last_n=4)
-    history = _history(12)
+    # A summary is never larger than the span it replaces (issue 19): each result carries
+    # 30 log lines, so the span (~1,240 tokens) is larger than the prepared summary (~940)
+    # and only the room, not the span, decides what is condensed.
+    history = [
+        ToolMessage("log line\n" * 30 + m.text, tool_call_id=m.tool_call_id, id=m.id)
+        if isinstance(m, ToolMessage)
+        else m
+        for m in _history(12)
+    ]
     plan = plan_compaction(history, config)
     assert plan is not None
     facts = [f"- RESULT step={k} value={100 + k}" for k in range(10)]
@@ -238,6 +246,7 @@ def test_a_prepared_summary_larger_than_the_room_is_condensed_to_its_key_facts()
         f'- called run_step({{"step": {k}}}) after a slow warm-up of the cache' for k in range(40)
     ]
     prepared = "\n".join([*facts, *noise])
+    assert approximate_tokens(plan.span) > approximate_tokens([HumanMessage(prepared)]) + 80
     kwargs: dict[str, Any] = {
         "plan": plan,
         "summarizer": LLMSummarizer(model),
@@ -506,12 +515,14 @@ def test_a_summary_is_prepared_only_when_the_next_turn_will_compact(
 ) -> None:
     config = CompactionConfig(context_window=WINDOW, micro_exclude_tools=exclude, prepare=True)
     core = Compactor(config=config, summarizer=LLMSummarizer(FactKeeper()))
-    history = _big_history(8, 1200)  # about 2,860 tokens: past 0.6, one turn from 0.75
+    # about 2,850 tokens: past 0.6, one turn from 0.75 ("x " is a token each: 660
+    # characters a result, as 1,200 were at the old 3.6 characters a token)
+    history = _big_history(8, 660)
     decision = core.decide(history)
     assert decision.action == "continue" and decision.tokens >= (config.prepare_tokens or 0)
     assert core.prepare_due(history, decision) is due
     # far from the trigger nothing is prepared, whatever can be cleared
-    early = _big_history(4, 1200)
+    early = _big_history(4, 660)
     assert core.prepare_due(early, core.decide(early)) is False
 
 
@@ -531,7 +542,9 @@ def test_the_next_turn_is_simulated_the_newest_result_read_by_then(
         name = "note" if i < 5 else "read"
         call = {"name": name, "args": {"i": i}, "id": f"c{i}"}
         history.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
-        text = "y " * 400 if i < 5 else " ".join(f"line{j} value={j * 7}" for j in range(250))
+        # "y " is a token each: 222 a note (as 400 were at the old 3.6 characters a
+        # token), so the history is past 0.6 of the window and under the trigger
+        text = "y " * 222 if i < 5 else " ".join(f"line{j} value={j * 7}" for j in range(250))
         history.append(ToolMessage(text, tool_call_id=f"c{i}", name=name, id=f"r{i}"))
     decision = core.decide(history)
     newest = core.counter(history[-2:])
