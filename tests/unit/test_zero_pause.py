@@ -60,7 +60,7 @@ class FactKeeper(BaseChatModel):
 
 
 def _graph(model: FactKeeper, *, prepare: bool | None = None, **kw: Any) -> Any:
-    task = DependentTask(steps=30)
+    task = DependentTask(steps=30, payload_chars=4_600)  # results of ~1,700 tokens
     agent = create_compacting_agent(
         ContextReadingPolicy(),
         task.tools(),
