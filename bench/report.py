@@ -1,4 +1,5 @@
-"""Turn ``latest.json`` into markdown tables, the context plot and the README section.
+"""Turn ``latest.json`` into markdown tables, the context plot and the generated section of
+``docs/benchmarks.md`` (``bench/README_SECTION.md``).
 
 ``python -m bench.report [results.json]`` regenerates ``<stem>.md``, the plot and (from the
 committed ``latest.json`` only) ``bench/README_SECTION.md`` from an existing results file
