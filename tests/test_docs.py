@@ -221,3 +221,50 @@ def test_the_reply_reserve_the_configuration_page_states_is_the_budgets() -> Non
     assert "a twentieth of the window, at most 4,096" in _config_table()["reply_reserve_tokens"]
     assert Budget(window=8_000).reserve == 8_000 // 20
     assert Budget(window=1_000_000).reserve == 4_096
+
+
+def test_the_defaults_and_demo_the_readme_quotes_are_the_codes() -> None:
+    from langchain_compact.cli._demo import DEMO_STEPS, DEMO_WINDOW
+    from langchain_compact.config import (
+        DEFAULT_ARCHIVE_DIR,
+        DEFAULT_LARGE_RESULT_RATIO,
+        DEFAULT_TASK_MAX_RATIO,
+        DEFAULT_TRIGGER_RATIO,
+    )
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert f"Below the trigger ({DEFAULT_TRIGGER_RATIO:.0%} of the window by default)" in text
+    assert DEFAULT_LARGE_RESULT_RATIO == 1 / 5 and "over a fifth of the window" in text
+    assert DEFAULT_TASK_MAX_RATIO == 1 / 4 and "over a quarter of the window" in text
+    assert f"The demo runs a {DEMO_STEPS}-step task" in text
+    assert f"in a {DEMO_WINDOW:,}-token window: it finishes only if" in text
+    assert f"JSONL files under `{DEFAULT_ARCHIVE_DIR}/`" in text
+
+
+def test_the_archive_defaults_the_readme_states_are_the_codes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import inspect
+
+    from langchain_compact import CompactionConfig, add_compaction, create_compacting_agent
+    from langchain_compact.demo import ContextReadingPolicy, DependentTask
+    from langchain_compact.lcel import MessageCompactor
+
+    text = README.read_text(encoding="utf-8")
+    for name in ("add_compaction", "compact_messages", "CompactionMiddleware"):
+        assert re.search(rf"^\| `{name}`[^|\n]*\| none: pass `archive=`", text, re.M), name
+    assert re.search(r"^\| `create_compacting_agent` \| JSONL files under `\.memory/`", text, re.M)
+    assert inspect.signature(add_compaction).parameters["archive"].default is None
+    config = CompactionConfig(context_window=4_000)
+    assert MessageCompactor(config=config).archive is None
+    pytest.importorskip("langchain.agents", reason="the middleware needs the agents extra")
+    from langchain_compact.middleware import CompactionMiddleware
+
+    assert inspect.signature(CompactionMiddleware).parameters["archive"].default is None
+
+    monkeypatch.chdir(tmp_path)  # create_compacting_agent: JSONL files under .memory/
+    task = DependentTask(steps=12)
+    agent = create_compacting_agent(ContextReadingPolicy(), task.tools(), config=config)
+    run = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
+    agent.invoke({"messages": [("user", task.prompt())]}, run)
+    assert any((tmp_path / config.archive_dir).rglob("*.jsonl"))
