@@ -2,7 +2,8 @@
 
 Writes ``bench/results/latest.json`` (every number plus the environment),
 ``bench/results/latest.md`` (the tables), ``bench/results/context.png`` (context per call on
-the long synthetic run) and ``bench/README_SECTION.md`` (the README's benchmark section), and
+the long synthetic run) and ``bench/README_SECTION.md`` (the
+generated section of ``docs/benchmarks.md``), and
 prints the markdown. ``--quick`` runs a tiny version of everything (for the smoke test);
 ``--out DIR`` writes the results elsewhere; ``--name NAME`` writes ``NAME.json`` /
 ``NAME.md`` / ``NAME_context.png`` instead of ``latest.*`` (and no README section).

@@ -1,4 +1,5 @@
-"""Turn ``latest.json`` into markdown tables, the context plot and the README section.
+"""Turn ``latest.json`` into markdown tables, the context plot and the generated section of
+``docs/benchmarks.md`` (``bench/README_SECTION.md``).
 
 ``python -m bench.report [results.json]`` regenerates ``<stem>.md``, the plot and (from the
 committed ``latest.json`` only) ``bench/README_SECTION.md`` from an existing results file
@@ -763,7 +764,7 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def readme_section(results: dict[str, Any]) -> str:
-    """The README's benchmark section, generated from ``results``."""
+    """The benchmark section of ``docs/benchmarks.md``, generated from ``results``."""
     cfg = results["config"]
     meta = results["meta"]
     prices = cfg["prices"]
@@ -775,8 +776,11 @@ def readme_section(results: dict[str, Any]) -> str:
     lines = [
         "## Benchmark",
         "",
-        "One command reproduces every number below (it installs nothing; the `bench` extra "
-        "must be installed and `../shared` must sit beside the checkout):",
+        "One command reproduces every number below (it installs nothing: the `bench` extra "
+        "must be installed). The transcript tables need the full set of 36 real agent "
+        "transcripts (OpenAI chat format): point `LC_TRAJECTORY_DIR` at them; the repository "
+        "ships 8 of them (`tests/data/trajectories`), and without the others the tables cover "
+        "those 8:",
         "",
         "```bash",
         'pip install -e ".[bench]"',
@@ -805,7 +809,7 @@ def readme_section(results: dict[str, Any]) -> str:
         "provider-style usage computed from what each system actually sent.",
         "",
         f"**Workloads.** All {runs} "
-        f"transcripts of `../shared/data/trajectories` replayed turn by turn at {windows}-token "
+        f"real agent transcripts (OpenAI chat format) replayed turn by turn at {windows}-token "
         f"windows; a {sy['calls']}-call synthetic run (large logs, constraints stated once, "
         f"{len(sy['facts'])} planted facts, Chinese content) at {sy['window']:,}; the "
         f"{results['dependent']['steps']}-step dependent task run by real agents "
@@ -858,7 +862,7 @@ def readme_section(results: dict[str, Any]) -> str:
         "",
         violations_note(sy["systems"]),
         "",
-        "![Context tokens per model call on the long synthetic run](bench/results/context.png)",
+        "![Context tokens per model call on the long synthetic run](../bench/results/context.png)",
         "",
         f"### The 12-turn scenario ({_scenario_title(results)})",
         "",

@@ -1,6 +1,6 @@
 """The server example as a newcomer meets it (issues 21 and 23): ``langgraph dev`` without
-``--allow-blocking`` on an empty tiktoken cache, runs with no ``configurable``, the README's
-client snippet as written, and the shipped auth keeping one user out of another's thread,
+``--allow-blocking`` on an empty tiktoken cache, runs with no ``configurable``, the client
+snippet of docs/server.md as written, and the shipped auth keeping one user out of another's thread,
 memory and archive through the server's API.
 
 Two servers per module (``bench/_langgraph_dev.py``): one without auth, archiving into
@@ -116,9 +116,9 @@ async def test_a_run_with_no_configurable_works_without_auth(
     assert records and any(thread_id in path.read_text() for path in records)
 
 
-def test_the_readme_client_snippet_runs_as_written(auth_server: DevServer) -> None:
+def test_the_docs_client_snippet_runs_as_written(auth_server: DevServer) -> None:
     blocks = re.findall(
-        r"^```python server\n(.*?)^```", (ROOT / "README.md").read_text(), re.S | re.M
+        r"^```python server\n(.*?)^```", (ROOT / "docs" / "server.md").read_text(), re.S | re.M
     )
     assert len(blocks) == 1
     done = subprocess.run(

@@ -1,4 +1,5 @@
-"""The README's module table and docs/design.md describe the package as it is laid out."""
+"""The module tables of docs/how-it-works.md and docs/design.md describe the package as it is
+laid out."""
 
 from __future__ import annotations
 
@@ -25,15 +26,17 @@ def _named(text: str) -> set[str]:
     return set(re.findall(r"`(_?[a-z_]+\.py|[a-z_]+/)`", text))
 
 
-def test_the_readme_table_lists_every_public_module_and_no_missing_one() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("| module | owns |") :]
+def test_the_how_it_works_table_lists_every_public_module_and_no_missing_one() -> None:
+    page = (ROOT / "docs" / "how-it-works.md").read_text(encoding="utf-8")
+    table = page[page.index("| module | owns |") :]
     table = table[: table.index("\n\n")]
     public, _private = _modules()
     named = _named(table)
-    assert public <= named, f"README module table misses {sorted(public - named)}"
+    assert public <= named, f"docs/how-it-works.md module table misses {sorted(public - named)}"
     stale = {n for n in named if not (PACKAGE / n.rstrip("/")).exists()} - {"examples/", "server/"}
-    assert not stale, f"README module table names modules that do not exist: {sorted(stale)}"
+    assert not stale, (
+        f"docs/how-it-works.md module table names modules that do not exist: {sorted(stale)}"
+    )
 
 
 def test_docs_design_lists_every_module_public_and_private() -> None:
