@@ -133,5 +133,5 @@ def test_recall_returns_the_original_task_after_any_number_of_cuts(window: int) 
         page = make_recall_tool(archive, max_chars=8000).invoke({"query": "Requirement"}, CONFIG)
         first = page.split("\n\n[2]")[0]
         assert task[:3000] in first and "shortened" not in first
-    if window == 1000:
-        assert cut_twice == 3  # runs that cut the task twice (they used to lose the original)
+    if window in (800, 1500, 2000):
+        assert cut_twice >= 1  # the scenario cuts the task twice (runs that used to lose it)
