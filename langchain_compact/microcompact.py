@@ -230,7 +230,7 @@ def _stub_calls(
 
 def _ai_text(msg: AIMessage) -> str:
     """What an ``AIMessage`` says and calls, as one text (for sizes and fact lines)."""
-    parts = [msg.text]
+    parts: list[str] = [str(msg.text)]
     parts += [
         json.dumps(c.get("args") or {}, ensure_ascii=False, default=str) for c in msg.tool_calls
     ]
