@@ -403,7 +403,12 @@ def summarize_span(
     written = draft.counter([HumanMessage(text)])
     spare = cap if left is None else max(MIN_SUPPLEMENT_TOKENS, min(cap, left - written))
     if draft.span_tokens:
-        spare = min(spare, max(0, draft.span_tokens - SUMMARY_HEADER_TOKENS - written))
+        # Within what the span held beside the text written (a summary never larger than
+        # its span), but the facts are the span's own values: the header is not charged to
+        # them, and they keep MIN_SUPPLEMENT_TOKENS. Charging the 80-token header allowance
+        # left a span of a few short turns no supplement at all (its ticket, path and port
+        # gone from the summary and from every merge after it).
+        spare = min(spare, max(MIN_SUPPLEMENT_TOKENS, draft.span_tokens - written))
     draft.supplement = fidelity_supplement(readable, text, max_tokens=spare)
     draft.body = header + text
     if draft.supplement:
