@@ -19,6 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_compact._facts import (
     CONSTRAINT_RE,
     FACTS_MARK,
+    _unlabel,
     condense_summary,
     is_key_fact,
     key_fact_text,
@@ -398,11 +399,14 @@ def _unwrapped(item: str, ctx: str) -> str:
 def _fact_segments(source: str) -> list[str]:
     """The lines of ``source``, with the facts a placeholder kept (joined with ``" | "``
     after ``facts kept:``, and carried so into summaries) one per line and unprefixed, so
-    each is judged and quoted as the fact it is."""
+    each is judged and quoted as the fact it is. An earlier supplement's entry loses the
+    label that only repeats it (``969529: RESULT step=14 value=969529``): labelled, it was
+    no key fact, and a merge ranked its value with plain numbers, after every warning path,
+    and dropped it at the bound."""
     out = []
     for raw in source.replace(" | ", "\n").splitlines():
         line = raw.strip().removeprefix("- ").strip()
-        out.append(line.removeprefix(_KEPT_PREFIX).strip())
+        out.append(_unlabel(line.removeprefix(_KEPT_PREFIX).strip()))
     return out
 
 

@@ -433,8 +433,24 @@ def test_decide_after_compaction_ignores_stale_usage_on_kept_messages() -> None:
 
 
 def test_decide_stops_when_the_kept_tail_alone_is_over() -> None:
-    history = [HumanMessage("task", id="task"), *tool_round(1, "z" * 6000)]
-    decision = decide(history, config=CompactionConfig(context_window=1000))
+    """Issue 19 changed this on purpose: a kept tail (``keep_last_n``) over the fit limit no
+    longer stops; it shrinks, whole batches at a time, down to the newest turn, and the
+    turns before it are summarised. A stop only when the newest turn alone cannot fit."""
+    config = CompactionConfig(context_window=1000)
+    assert config.fit_tokens is not None
+    # Four messages, all within keep_last_n=4: the engine before issue 19 stopped here.
+    older = AIMessage("plan: " + "z" * 4000, id="plan")
+    history = [HumanMessage("task", id="task"), older, *tool_round(1, "z" * 3000)]
+    assert context_tokens(history) > config.fit_tokens
+    assert decide(history, config=config).action == "compact"
+    result = compact_history(history, config=config)
+    assert [m.id for m in result.compacted] == ["plan"]
+    assert result.tokens_after <= config.fit_tokens
+    # The newest turn alone over the window. (12,000 characters: the 6,000 this used were
+    # 1,700 tokens at 3.6 characters per token, ~860 by the piece-based estimate: under the
+    # 950-token fit limit.)
+    history = [HumanMessage("task", id="task"), *tool_round(1, "z" * 12000)]
+    decision = decide(history, config=config)
     assert decision.action == "stop"
     assert "nothing is left to compact" in decision.reason
 

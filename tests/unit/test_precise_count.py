@@ -1,9 +1,12 @@
 """A compacted history near the fit limit is counted precisely (issue 9: stop only when the
 next call cannot fit).
 
-The local count is character-based and errs by content type: here the removed tool results
-are hex dumps (tiktoken counts about twice the local estimate) and what stays is prose (about
-two thirds). One usage-calibrated scale over the whole history then puts the compacted
+The local count is an estimate and errs by content type: here the removed tool results
+are dumps of random letters (tiktoken counts about three times the local estimate: a
+32-letter run is one word and four pieces to it, to o200k about sixteen) and what stays is
+prose (about 0.85). (They were hex dumps, about twice the estimate of 3.6 characters per
+token; the piece-based estimate counts hex within 10%, so hex no longer shows the error.)
+One usage-calibrated scale over the whole history then puts the compacted
 history at more than twice its real size, and a run in a small window was stopped, or its
 unread result digested, with room to spare. A compaction counts with tiktoken, calibrated
 on the same usage report.
@@ -27,14 +30,14 @@ from langchain_compact.tokens import TiktokenCounter, context_tokens, precise_co
 PROSE = "Policy: answer the user's question using the tools; report every value you read. " * 25
 
 
-def _hex(rng: random.Random, words: int) -> str:
+def _dump(rng: random.Random, words: int) -> str:
     return " ".join(
-        "".join(rng.choice("0123456789abcdef") for _ in range(32)) for _ in range(words)
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(32)) for _ in range(words)
     )
 
 
 def _history() -> tuple[list[BaseMessage], TiktokenCounter]:
-    """Three hex dumps the model has read, a usage report that counted them exactly, and one
+    """Three dumps the model has read, a usage report that counted them exactly, and one
     unread prose result."""
     truth = precise_counter()
     assert truth is not None, "the test extra installs bpe-openai (tiktoken files offline)"
@@ -44,7 +47,7 @@ def _history() -> tuple[list[BaseMessage], TiktokenCounter]:
         history.append(
             AIMessage("", tool_calls=[{"name": "dump", "args": {"i": i}, "id": f"c{i}"}])
         )
-        history.append(ToolMessage(_hex(rng, 40), tool_call_id=f"c{i}"))
+        history.append(ToolMessage(_dump(rng, 40), tool_call_id=f"c{i}"))
     usage = {"input_tokens": truth(history), "output_tokens": 10, "total_tokens": 0}
     history.append(
         AIMessage("", tool_calls=[{"name": "note", "args": {}, "id": "c9"}], usage_metadata=usage)
@@ -86,7 +89,7 @@ def test_without_the_precise_count_the_same_estimate_runs_far_high(
 
 def test_a_compacted_history_that_fits_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """Window 1,900 (fit 1,805): the real size is under half of it. Counted precisely, the
-    run goes on with the unread result whole; with the character estimate alone the
+    run goes on with the unread result whole; with the local estimate alone the
     compaction digested the unread result to make room that was there all along."""
     history, truth = _history()
     cfg = CompactionConfig(context_window=1900, keep_last_n=2)
@@ -141,7 +144,7 @@ def test_a_chain_that_compacts_a_copy_does_not_calibrate_on_the_copys_usage() ->
 
 
 def test_results_cleared_after_the_report_are_credited_in_tiktoken_units() -> None:
-    """Micro-compaction cleared the hex dumps after the usage report that counted them: the
+    """Micro-compaction cleared the dumps after the usage report that counted them: the
     calibration adds back what they took as tiktoken counts it (``saved_precise``), not the
     character estimate of it, which put the compacted history 15 to 20% high."""
     from langchain_compact.microcompact import clear_tool_results
