@@ -10,7 +10,7 @@ Example:
     >>> b.reserve, b.fit, b.trigger
     (4096, 123904, 96000)
     >>> b.tail(fixed=2_000)  # what the fit limit leaves beside the task and a summary
-    119904
+    121760
     >>> b.unread_share(fixed=2_000)  # an unread result that cannot fit keeps at least this
     30476
 """
@@ -19,7 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CHARS_PER_TOKEN", "OBSERVATION_CHARS", "Budget", "chars_for_tokens"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MIN_SUMMARY_TOKENS",
+    "OBSERVATION_CHARS",
+    "Budget",
+    "chars_for_tokens",
+]
 
 CHARS_PER_TOKEN = 4
 """Characters per token where a token limit must be applied to text before it is counted
@@ -33,6 +39,11 @@ OBSERVATION_CHARS = 1_500
 native tool calls (text-command agents) get their tools' output as user messages, and such
 messages are cleared, cut and summarised the way tool results are. A person's own message
 of this length is rare; a command's output of it is common."""
+
+
+MIN_SUMMARY_TOKENS = 144
+"""The smallest summary worth writing, header included: below it a summary cannot say
+what was done, what is pending and why."""
 
 
 def chars_for_tokens(tokens: int, *, text: str = "", text_tokens: int = 0) -> int:
@@ -147,12 +158,12 @@ class Budget:
 
     def tail(self, fixed: int) -> int:
         """The most the kept tail may take after a compaction: what the fit limit leaves
-        beside the fixed part and the summary (its bound, at most a quarter of that
-        space). A larger tail leaves the summary no room and the next call no fit; within
-        it the tail is ``keep_last_n`` messages. Under pressure the tail shrinks down to
-        the newest turn, never further."""
-        space = max(0, self.fit - fixed)
-        return space - min(self.summary_max_tokens, space // 4)
+        beside the fixed part and the smallest summary worth writing
+        (:data:`MIN_SUMMARY_TOKENS`). Within it the tail is ``keep_last_n`` messages, and the
+        summary is sized to the room the tail leaves; a larger tail would leave no summary
+        and no next call. Under pressure the tail shrinks down to the newest turn, never
+        further."""
+        return max(0, self.fit - fixed - MIN_SUMMARY_TOKENS)
 
     def unread_share(self, fixed: int) -> int:
         """The least room an unread result that cannot fit whole keeps as a digest: a

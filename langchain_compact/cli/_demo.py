@@ -32,7 +32,10 @@ __all__ = ["DEMO_STEPS", "DEMO_WINDOW", "DemoOptions", "DemoResult", "DemoTurn",
 DEMO_STEPS = 50
 DEMO_WINDOW = 4_000
 """Small enough that the default 50-step task (about 1,700 tokens of log per step) needs
-three full compactions and a micro-compaction every turn, large enough to finish."""
+full compactions and a micro-compaction every turn, large enough to finish."""
+DEMO_PAYLOAD_CHARS = 4_600
+"""Characters of log in each step's result (about 1,700 o200k tokens, two fifths of the
+window)."""
 
 REAL_MODEL_SYSTEM_PROMPT = (
     "You are running a multi-step computation with tools. Follow the user's task exactly: "
@@ -276,7 +279,9 @@ def run_demo(
 
     started = time.perf_counter()
     model, model_label, real = _model(options)
-    task = DependentTask(steps=options.steps, seed=options.seed)
+    # Results of about 1,700 tokens (o200k), two fifths of the 4,000-token window: each
+    # turn's result must be read whole, and two of them do not fit beside the summaries.
+    task = DependentTask(steps=options.steps, seed=options.seed, payload_chars=DEMO_PAYLOAD_CHARS)
     tools = task.tools()
     # Summaries are prepared ahead of the trigger even with the offline extractive
     # summarizer, so the demo shows the swap (with an LLM summarizer it is the default).
