@@ -196,7 +196,7 @@ _SALIENT_RE = re.compile(r"\d{3,}|\d[.,]\d|/[\w.\-]+/|\w\.\w{1,4}\b")
 def _rank(line: str) -> int:
     """0: constraints, the user's words, ticket-like ids and URLs; 1: ``key = value`` with
     data; 2: other lines with data; 3: calls, placeholder wording and prose."""
-    line = _unlabel(line)
+    line = unlabel(line)
     if _LOW_RE.search(line):
         return 3
     if CONSTRAINT_RE.search(line) or line.startswith(("user:", "[user]")):
@@ -226,7 +226,7 @@ def key_fact_text(text: str) -> str:
 _CALL_LABEL_RE = re.compile(r"[\w.-]+ \[[\w.-]+\]")
 
 
-def _unlabel(line: str) -> str:
+def unlabel(line: str) -> str:
     """``line`` without a ``label: `` prefix that only repeats what follows (a supplement
     entry ``664579: RESULT value=664579``) or names the tool (``run_step: RESULT ...``)."""
     label, sep, rest = line.partition(": ")
@@ -259,7 +259,7 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
         if line.startswith("#"):
             entries.append((True, line))
             continue
-        line = _unlabel(_REPEAT_RE.sub(r"\1", _BULLETS_RE.sub("", line)).strip())
+        line = unlabel(_REPEAT_RE.sub(r"\1", _BULLETS_RE.sub("", line)).strip())
         # One line per fact: the `` | ``-joined fact lines of a placeholder go apart.
         for part in line.removeprefix(FACTS_MARK.strip()).split(" | "):
             part = _BULLETS_RE.sub("", part).strip()

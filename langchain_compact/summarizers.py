@@ -19,7 +19,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_compact._facts import (
     CONSTRAINT_RE,
     FACTS_MARK,
-    _unlabel,
+    unlabel,
     condense_summary,
     is_key_fact,
     key_fact_text,
@@ -406,7 +406,7 @@ def _fact_segments(source: str) -> list[str]:
     out = []
     for raw in source.replace(" | ", "\n").splitlines():
         line = raw.strip().removeprefix("- ").strip()
-        out.append(_unlabel(line.removeprefix(_KEPT_PREFIX).strip()))
+        out.append(unlabel(line.removeprefix(_KEPT_PREFIX).strip()))
     return out
 
 

@@ -424,12 +424,15 @@ def test_decide_after_compaction_ignores_stale_usage_on_kept_messages() -> None:
     assert any(m.id == "final-ai" for m in result.messages), "the usage message was kept"
     decision = decide(result.messages, config=config)
     assert decision.action == "continue"
-    # Counted locally, calibrated on the last report before the compaction (ratio capped at
-    # 1.5, the rest as fixed overhead capped at a quarter of the window), not the stale 5000.
+    # Counted locally, calibrated on the last report before the compaction (a ratio within
+    # 0.7..1.5, the rest as fixed overhead capped at a quarter of the window), not the stale
+    # 5000.
     meta = get_meta(result.messages[[kind_of(m) for m in result.messages].index(KIND_SUMMARY)])
-    assert (meta["calibration"], meta["overhead"]) == (1.5, 1000)
+    ratio = meta["calibration"]
+    assert 0.7 <= ratio <= 1.5 and meta["overhead"] == 1000
     local = approximate_tokens(result.messages)
-    assert decision.tokens == context_tokens(result.messages) == round(local * 1.5) + 1000
+    assert decision.tokens == context_tokens(result.messages) == round(local * ratio) + 1000
+    assert decision.tokens < 5000
 
 
 def test_decide_stops_when_the_kept_tail_alone_is_over() -> None:

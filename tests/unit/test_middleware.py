@@ -263,14 +263,15 @@ def peer_run(middleware_for: Any) -> tuple[dict[str, Any], ScriptedCaller, Count
 
 
 def test_kept_tail_over_the_trigger_shrinks_to_the_newest_turn_and_goes_on() -> None:
-    """Results that can be neither cleared nor cut, two of which exceed the trigger of an
-    1,800-token window: the kept tail is a budget, not a count, so it shrinks to the newest
-    turn (one result, which fits beside the reply) and the run goes on to the end. (With a
-    fixed four-message tail the run stopped after two compactions.)"""
+    """Results that can be neither cleared nor cut (about 1,700 o200k tokens each), two of
+    which exceed the fit limit of a 2,600-token window: the kept tail is a budget, not a
+    count, so it shrinks to the newest turn (one result, which fits beside the reply) and
+    the run goes on to the end. (With a fixed four-message tail it would stop: the two
+    kept results alone are over the fit limit.)"""
     state, caller, summary_model = peer_run(
         lambda m: CompactionMiddleware(
             config=CompactionConfig(
-                context_window=1800,
+                context_window=2600,
                 keep_last_n=4,
                 micro_exclude_tools=("fetch",),
                 large_tool_result_chars=None,
