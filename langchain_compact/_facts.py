@@ -24,6 +24,7 @@ __all__ = [
     "key_fact_text",
     "placeholder_facts",
     "result_gist",
+    "unlabel",
     "with_facts",
 ]
 

@@ -19,12 +19,12 @@ from langchain_core.runnables import RunnableConfig
 from langchain_compact._facts import (
     CONSTRAINT_RE,
     FACTS_MARK,
-    unlabel,
     condense_summary,
     is_key_fact,
     key_fact_text,
     placeholder_facts,
     result_gist,
+    unlabel,
 )
 from langchain_compact._placeholders import is_summary_text
 from langchain_compact._render import (
