@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from langchain_compact._archive_search import paginate
 from langchain_compact.errors import ConfigError
 
-if TYPE_CHECKING:  # archive.py imports this module
+if TYPE_CHECKING:  # archive.py imports this module; langchain_core.tools (and langsmith
+    # with it) is imported when a tool is built
+    from langchain_core.tools import BaseTool
+
     from langchain_compact.archive import TranscriptArchive
 
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -134,6 +136,8 @@ class RecallRenderer:
 
 def build_recall_tool(archive: TranscriptArchive, *, name: str, max_chars: int) -> BaseTool:
     """The recall tool over ``archive`` (options already validated by ``make_recall_tool``)."""
+    from langchain_core.tools import StructuredTool
+
     recall = RecallRenderer(name=name, max_chars=max_chars)
 
     def _thread(config: RunnableConfig) -> str:

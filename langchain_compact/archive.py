@@ -15,10 +15,9 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage, messages_from_dict
-from langchain_core.tools import BaseTool
 from langgraph.store.base import BaseStore, Item
 
 from langchain_compact import _archive_files as _f
@@ -27,6 +26,9 @@ from langchain_compact import _recall
 from langchain_compact._archive_records import Record
 from langchain_compact._archive_search import hits_to_messages, search_records
 from langchain_compact.errors import ArchiveError, ArchiveWarning, ConfigError, CorruptRecordError
+
+if TYPE_CHECKING:  # imported when a tool is built (it pulls in langsmith)
+    from langchain_core.tools import BaseTool
 
 __all__ = [
     "DEFAULT_ARCHIVE_DIR",
