@@ -63,7 +63,12 @@ from langchain_compact.microcompact import (
     unread_start,
 )
 from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens, context_tokens
+from langchain_compact.tokens import (
+    TokenCounter,
+    approximate_tokens,
+    context_tokens,
+    preload_precise_counter,
+)
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -159,6 +164,7 @@ class Compactor:
         self.prepares = prepares(config, self.summarizer)
         """Whether summaries are prepared before the trigger (``config.prepare``, else on
         for an LLM summarizer)."""
+        preload_precise_counter()  # off the hot path: ready before the first clearing
 
     # ------------------------------------------------------------------ counting, deciding
 

@@ -41,6 +41,7 @@ __all__ = [
     "calibration",
     "context_tokens",
     "precise_counter",
+    "preload_precise_counter",
     "provision_tiktoken_cache",
 ]
 
@@ -393,6 +394,26 @@ def precise_counter() -> TiktokenCounter | None:
             _warned_fallback = warned  # a user's own TiktokenCounter still warns once
             _precise.append(counter if exact else None)
     return _precise[0]
+
+
+_preload_started = threading.Event()
+
+
+def preload_precise_counter() -> None:
+    """Start loading :func:`precise_counter`'s encoding in a daemon thread, once per process.
+
+    A compactor calls this when it is built, so the encoding (some tens of MB, read and
+    parsed in a fraction of a second to a second) is ready before the first clearing needs
+    it, and is never loaded on the thread of a turn or of an event loop. A caller that needs
+    the counter earlier waits for the load under :func:`precise_counter`'s lock.
+    """
+    if _precise or _preload_started.is_set():
+        return
+    with _precise_lock:
+        if _precise or _preload_started.is_set():
+            return
+        _preload_started.set()
+    threading.Thread(target=precise_counter, name="langchain-compact-o200k", daemon=True).start()
 
 
 def context_tokens(

@@ -33,3 +33,23 @@ def test_every_public_name_resolves(tmp_path: Path) -> None:
     tool = langchain_compact.make_recall_tool(langchain_compact.JsonlArchive(tmp_path))
     assert tool.name == "recall_archived"
 
+
+def test_a_compactor_loads_the_encoding_off_the_calling_thread() -> None:
+    _run(
+        "import threading, tiktoken\n"
+        "loaded_on = []\n"
+        "real = tiktoken.get_encoding\n"
+        "def spy(name):\n"
+        "    loaded_on.append(threading.current_thread().name)\n"
+        "    return real(name)\n"
+        "tiktoken.get_encoding = spy\n"
+        "from langchain_compact import CompactionConfig, tokens\n"
+        "from langchain_compact.core import Compactor\n"
+        "Compactor(config=CompactionConfig(context_window=10_000))\n"
+        "Compactor(config=CompactionConfig(context_window=10_000))\n"
+        "for t in threading.enumerate():\n"
+        "    if t.name == 'langchain-compact-o200k':\n"
+        "        t.join()\n"
+        "tokens.precise_counter()\n"
+        "assert loaded_on and set(loaded_on) == {'langchain-compact-o200k'}, loaded_on\n"
+    )
