@@ -343,13 +343,14 @@ class JsonlArchive(_ArchiveBase):
 
     def _get(self, ref: str, thread_id: str) -> Record:
         _r.parse_ref(ref)
-        return self._read(str(self.thread_folder(thread_id)), ref, thread_id)
+        # Read by ref: once per compaction, so not worth a place in the search cache.
+        return self._read(str(self.thread_folder(thread_id)), ref, thread_id, keep=False)
 
-    def _read(self, folder: str, ref: str, thread_id: str) -> Record:
+    def _read(self, folder: str, ref: str, thread_id: str, *, keep: bool = True) -> Record:
         path = os.path.join(folder, f"{ref}.jsonl")
         try:
             info = os.lstat(path)
-            header, record = _f.read_jsonl(path, info.st_size, info.st_mtime_ns)
+            header, record = _f.read_jsonl(path, info.st_size, info.st_mtime_ns, keep=keep)
         except FileNotFoundError:
             raise ArchiveError(f"No archive record {ref!r} for thread {thread_id!r}.") from None
         except OSError as exc:
