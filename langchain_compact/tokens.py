@@ -28,7 +28,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from langchain_compact._scan import history_facts
+from langchain_compact._scan import HistoryFacts, history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import get_meta, newest_boundary
 
@@ -462,13 +462,43 @@ def context_tokens(
             return max(0, anchored - credit)
         # The anchor already includes the tool schemas: count the rest without them.
         return max(0, anchored - credit) + round(_local(rest, counter) * scale)
-    total = counter(messages)
+    total = _running_count(messages, facts, counter)
+    if total is None:
+        total = counter(messages)
     if tools:
         if isinstance(counter, TiktokenCounter):
             total += counter.count_tools(tools)
         else:
             total += approximate_tokens([], tools=tools)
     return round(total * scale) + overhead
+
+
+def _approx_message(message: BaseMessage) -> int:
+    return _cached_count(message, _APPROX_CACHE, 200_000, approx_text)
+
+
+def _running_count(
+    messages: Sequence[BaseMessage], facts: HistoryFacts | None, counter: TokenCounter
+) -> int | None:
+    """``counter(messages)`` for the two counters that sum a count per message
+    (:func:`approximate_tokens`, :class:`TiktokenCounter`), counting only the messages the
+    remembered facts of this history have not summed yet; ``None`` for another counter or
+    without facts (the caller counts the whole list). So a history counted locally on every
+    turn (no usage reports) costs O(new messages) per turn."""
+    per_message: Callable[[BaseMessage], int]
+    if counter is approximate_tokens:
+        per_message, extra = _approx_message, 0
+    elif type(counter) is TiktokenCounter:
+        per_message, extra = counter._count_message, counter._tools_tokens
+    else:
+        return None
+    if facts is None or facts.length != len(messages) or not messages:
+        return None
+    done, total = facts.counted.get(counter, (0, 0))
+    for i in range(done, len(messages)):
+        total += per_message(messages[i])
+    facts.counted[counter] = (len(messages), total)
+    return extra + total + TOKENS_REPLY_PRIMING
 
 
 def _describes(

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_compact import _facts
+from langchain_compact import _facts, tokens
 from langchain_compact._facts import FACTS_MARK, fact_lines, is_key_fact, result_gist, with_facts
 from langchain_compact._placeholders import is_summary_text
 from langchain_compact._render import (
@@ -21,6 +21,7 @@ from langchain_compact._render import (
     salient_items,
     salient_rank,
 )
+from langchain_compact._scan import clear_memo
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of, with_meta
 from langchain_compact.summarizers import (
     _ASSIGNED,
@@ -254,3 +255,46 @@ def test_fact_lines_reads_a_bounded_part_of_a_long_text(monkeypatch: pytest.Monk
     scored.clear()
     small = "\n".join(["noise"] * 500 + ["ticket QX-77 opened"] + ["noise"] * 500)
     assert fact_lines(small) == ["ticket QX-77 opened"]
+
+
+# --------------------------------------------------------------------------- running count
+
+
+def _history(n: int) -> list[BaseMessage]:
+    out: list[BaseMessage] = [HumanMessage("the task", id="h0")]
+    for i in range(1, n):
+        if i % 2:
+            call = {"name": "run", "args": {"i": i}, "id": f"c{i}"}
+            out.append(AIMessage(f"step {i}", tool_calls=[call], id=f"a{i}"))
+        else:
+            out.append(ToolMessage(f"result {i} " * (i % 7), tool_call_id=f"c{i - 1}", id=f"t{i}"))
+    return out
+
+
+def test_a_growing_history_without_usage_is_counted_once_per_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counted: list[BaseMessage] = []
+    real = tokens._approx_message
+
+    def spy(message: BaseMessage) -> int:
+        counted.append(message)
+        return real(message)
+
+    monkeypatch.setattr(tokens, "_approx_message", spy)
+    clear_memo()
+    full = _history(400)
+    for n in range(100, 401, 30):
+        history = full[:n]
+        assert tokens.context_tokens(history) == approximate_tokens(history)
+        assert tokens.context_tokens(list(history)) == approximate_tokens(history)
+    assert len(counted) == 400  # each message once, though every prefix was counted twice
+    # An edited copy is counted again, and right.
+    edited = full[:370]
+    edited[5] = HumanMessage("a much longer replacement message " * 20, id="h5")
+    assert tokens.context_tokens(edited) == approximate_tokens(edited)
+    counter = tokens.TiktokenCounter(encoding="o200k_base")
+    assert tokens.context_tokens(edited, counter=counter) == counter(edited)
+    assert tokens.context_tokens(edited + full[370:], counter=counter) == counter(
+        edited + full[370:]
+    )
