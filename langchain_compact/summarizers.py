@@ -455,20 +455,9 @@ def fidelity_supplement(
         if isinstance(msg, AIMessage):
             primary.extend(render_call(c["name"], c["args"]) for c in msg.tool_calls)
     sources = primary + secondary
-    # Each source's lines, split once (three passes below read them), and whether a line is
-    # a key fact, judged once per distinct line.
-    segmented = [_fact_segments(source) for source in sources]
-    key_fact: dict[str, bool] = {}
-
-    def is_key(line: str) -> bool:
-        known = key_fact.get(line)
-        if known is None:
-            known = key_fact[line] = is_key_fact(line)
-        return known
-
     missing: dict[str, str] = {}  # item -> its context, in order of appearance
     checked: set[str] = set()  # items already looked up in the summary
-    for source, source_lines in zip(sources, segmented, strict=True):
+    for source in sources:
         # A placeholder's kept facts are joined with " | ": an item's context is its own
         # fact, not the neighbouring ones (a long context costs the bound other facts).
         segments: str | None = None
@@ -478,7 +467,7 @@ def fidelity_supplement(
             checked.add(item)
             if item not in summary:
                 if segments is None:
-                    segments = "\n".join(source_lines)
+                    segments = "\n".join(_fact_segments(source))
                 missing[item] = _unwrapped(item, context_of(item, segments))
     # A value is kept with its key: ``"previous": 674004`` in a later call's arguments does
     # not say that step 7 produced it, so the fact line ``step=7 value=674004`` is missing.
@@ -487,10 +476,12 @@ def fidelity_supplement(
     pairs = set(_PAIR.findall(summary))
     assigned = set(_ASSIGNED.findall(summary))
     paired: set[str] = set()  # values of numeric ``key = value`` facts
-    for source_lines in segmented:
-        for line in source_lines:
-            if not is_key(line):
+    key_facts: list[str] = []  # the key fact lines of the sources, in order
+    for source in sources:
+        for line in _fact_segments(source):
+            if not is_key_fact(line):
                 continue
+            key_facts.append(line)
             whole = all(p in assigned for p in _ASSIGNED.findall(line))
             for key, value in _PAIR.findall(line):
                 paired.add(value)
@@ -503,16 +494,13 @@ def fidelity_supplement(
     # bound the supplement keeps what is hardest to recover (the paths in the warning lines
     # of a hundred logs used to rank with the values a tool computed, and push them out).
     # The sort is stable. (A fact's context is then that fact line, wherever the item
-    # appeared first.) One pass over the lines: a key fact line's salient items are looked
-    # up in ``missing`` (dict lookups, not a scan of ``missing`` per line).
+    # appeared first.) One pass over the key fact lines: each line's salient items are
+    # looked up in ``missing`` (dict lookups, not a scan of ``missing`` per line).
     facts: dict[str, str] = {}
-    for source_lines in segmented:
-        for line in source_lines:
-            if not is_key(line):  # judged in the pass above: a lookup
-                continue
-            for item in salient_items(line):
-                if item in missing and item not in facts:
-                    facts[item] = _unwrapped(item, context_of(item, line))
+    for line in key_facts:
+        for item in salient_items(line):
+            if item in missing and item not in facts:
+                facts[item] = _unwrapped(item, context_of(item, line))
     missing.update(facts)
 
     def rank(item: str) -> int:
