@@ -67,6 +67,7 @@ from langchain_compact.tokens import (
     TokenCounter,
     approximate_tokens,
     context_tokens,
+    precount_unread,
     preload_precise_counter,
 )
 
@@ -248,6 +249,7 @@ class Compactor:
         """The micro-compaction step as a sans-IO generator: plan (clear old read results,
         digest oversized ones, under pressure only), redact, archive the originals, tag."""
         before = messages if isinstance(messages, list) else list(messages)
+        precount_unread(before)  # their precise sizes, counted off this thread
         result = micro_compact_with_count(
             before,
             self.config,

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import re
 import threading
 import warnings
@@ -41,6 +42,7 @@ __all__ = [
     "calibration",
     "context_tokens",
     "precise_counter",
+    "precount_unread",
     "preload_precise_counter",
     "provision_tiktoken_cache",
 ]
@@ -414,6 +416,68 @@ def preload_precise_counter() -> None:
             return
         _preload_started.set()
     threading.Thread(target=precise_counter, name="langchain-compact-o200k", daemon=True).start()
+
+
+#: Tool results at least this long are counted ahead (see :func:`precount_unread`).
+PRECOUNT_MIN_CHARS = 4_000
+_PRECOUNT_QUEUE_SIZE = 16
+_precount_queue: queue.Queue[str] | None = None
+_precount_lock = threading.Lock()
+
+
+def _precount_worker(texts: queue.Queue[str]) -> None:
+    while True:
+        text = texts.get()
+        try:
+            counter = precise_counter()
+            if counter is not None:
+                counter.count_text(text)
+        except Exception:  # a count ahead is only a warm cache: never fail anything
+            logger.debug("counting a tool result ahead failed", exc_info=True)
+        finally:
+            texts.task_done()
+
+
+def precount_unread(messages: Sequence[BaseMessage]) -> None:
+    """Count the large tool results the model has not read yet (after the newest
+    ``AIMessage``) with :func:`precise_counter`, in a daemon thread (tiktoken releases the
+    GIL while it encodes), so the clearing that later records a result's precise size
+    finds the count cached instead of encoding the result on the turn's thread.
+
+    Returns at once; never blocks: when the thread is behind (a bounded queue is full) a
+    result is skipped and simply counted when it is cleared.
+    """
+    global _precount_queue
+    texts = []
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        if isinstance(msg, AIMessage):
+            break
+        content = getattr(msg, "content", None)
+        if (
+            isinstance(msg, ToolMessage)
+            and isinstance(content, str)
+            and len(content) >= PRECOUNT_MIN_CHARS
+        ):
+            texts.append(content)
+    if not texts:
+        return
+    if _precount_queue is None:
+        with _precount_lock:
+            if _precount_queue is None:
+                pending: queue.Queue[str] = queue.Queue(maxsize=_PRECOUNT_QUEUE_SIZE)
+                threading.Thread(
+                    target=_precount_worker,
+                    args=(pending,),
+                    name="langchain-compact-precount",
+                    daemon=True,
+                ).start()
+                _precount_queue = pending
+    for text in reversed(texts):
+        try:
+            _precount_queue.put_nowait(text)
+        except queue.Full:
+            return
 
 
 def context_tokens(

@@ -298,3 +298,33 @@ def test_a_growing_history_without_usage_is_counted_once_per_message(
     assert tokens.context_tokens(edited + full[370:], counter=counter) == counter(
         edited + full[370:]
     )
+
+
+def test_unread_large_results_are_counted_ahead_off_the_calling_thread() -> None:
+    precise = tokens.precise_counter()
+    if precise is None:
+        pytest.skip("tiktoken's o200k files are not available here")
+    big = "\n".join(f"line {i}: value={i * 7919}" for i in range(600))
+    small = "short result"
+    read = "\n".join(f"read {i}" for i in range(900))
+    history: list[BaseMessage] = [
+        HumanMessage("task"),
+        AIMessage("", tool_calls=[{"name": "run", "args": {}, "id": "c0"}]),
+        ToolMessage(read, tool_call_id="c0"),
+        AIMessage(
+            "",
+            tool_calls=[
+                {"name": "run", "args": {}, "id": "c1"},
+                {"name": "run", "args": {}, "id": "c2"},
+            ],
+        ),
+        ToolMessage(big, tool_call_id="c1"),
+        ToolMessage(small, tool_call_id="c2"),
+    ]
+    tokens.precount_unread(history)
+    assert tokens._precount_queue is not None
+    tokens._precount_queue.join()
+    assert tokens._text_key(big) in precise._cache
+    assert tokens._text_key(small) not in precise._cache  # too small to be worth it
+    assert tokens._text_key(read) not in precise._cache  # read already: not re-counted
+    assert precise.count_text(big) == len(precise._encoder.encode(big, disallowed_special=()))
