@@ -23,7 +23,9 @@ Histories are the shared transcripts concatenated (:func:`bench.workloads.long_h
 
 The baseline, ``bench/results/perf_baseline.json``, holds the same measurements taken on the
 commit it names (``--record-baseline`` writes it; run it on a checkout of that commit with
-this file copied in). ``bench/results/perf.json`` gets today's figures, the baseline's, and
+this file copied in, and ``LC_TRAJECTORY_DIR`` set to the transcripts this checkout uses:
+``same_workload`` in the output says whether both runs read the same files).
+``bench/results/perf.json`` gets today's figures, the baseline's, and
 the ratios baseline / today for times and memory (above 1: today is faster or smaller), plus
 today's growth from the small size to the large one. Both runs take one process each; on a
 loaded machine compare ratios of figures taken close in time.
@@ -58,7 +60,18 @@ _WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", 
 # --------------------------------------------------------------------------- helpers
 
 
+def _cold() -> None:
+    """Forget what an earlier run of the same workload left in the summarizers' memo of
+    tool-result outcome lines (where the code has one), so each run pays for its own."""
+    from langchain_compact import summarizers
+
+    memo = getattr(summarizers, "_OUTCOMES", None)
+    if memo is not None:
+        memo.clear()
+
+
 def _seconds(fn: Callable[[], object]) -> float:
+    _cold()
     gc.collect()
     start = time.perf_counter()
     fn()
@@ -66,6 +79,7 @@ def _seconds(fn: Callable[[], object]) -> float:
 
 
 def _peak_mib(fn: Callable[[], object]) -> float:
+    _cold()
     gc.collect()
     tracemalloc.start()
     try:
@@ -340,7 +354,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = args.sizes or ([500, 2_500] if args.quick else [10_000, 50_000])
     figures = measure(quick=args.quick, sizes=sizes)
-    figures["meta"] = {"commit": _commit(), "python": sys.version.split()[0]}
+    from bench import workloads
+
+    figures["meta"] = {
+        "commit": _commit(),
+        "python": sys.version.split()[0],
+        "transcripts": sorted(p.name for p in workloads.TRAJECTORY_DIR.glob("*.jsonl")),
+    }
     if args.record_baseline:
         out = args.out or args.baseline
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -348,7 +368,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(figures, indent=1))
         return 0
     base = json.loads(args.baseline.read_text(encoding="utf-8")) if args.baseline.exists() else {}
-    result = {"today": figures, "baseline": base, **compare(base, figures)}
+    same = base.get("meta", {}).get("transcripts") == figures["meta"]["transcripts"]
+    if base and not same:
+        print(
+            "[perf] warning: the baseline was measured on other transcripts; set "
+            "LC_TRAJECTORY_DIR to the same folder for both runs",
+            file=sys.stderr,
+        )
+    result = {"today": figures, "baseline": base, "same_workload": same, **compare(base, figures)}
     out = args.out or OUT
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -232,6 +232,23 @@ class LLMSummarizer:
         return self._check(reply, bound)
 
 
+_OUTCOMES: dict[tuple[int, int], tuple[list[str], list[str]]] = {}
+_OUTCOMES_LIMIT = 8_192
+
+
+def _outcome_lines(text: str) -> tuple[list[str], list[str]]:
+    """``(result_gist(text), key_lines(text))`` of a tool result, remembered by the text's
+    length and hash (not the text): a compaction's summary and its fidelity check both read
+    every result of the span, and a prepared summary reads them again at the trigger."""
+    key = (len(text), hash(text))
+    found = _OUTCOMES.get(key)
+    if found is None:
+        if len(_OUTCOMES) >= _OUTCOMES_LIMIT:
+            _OUTCOMES.clear()
+        found = _OUTCOMES[key] = (result_gist(text), key_lines(text))
+    return found[0][:], found[1][:]
+
+
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     # Cut between words: a number cut short would read as another number.
@@ -323,7 +340,8 @@ class ExtractiveSummarizer:
                         )
                     continue
                 flag = " (error)" if msg.status == "error" else ""
-                shown = dict.fromkeys([*result_gist(text), *key_lines(text, limit=3)])
+                gist, keys = _outcome_lines(text)
+                shown = dict.fromkeys([*gist, *keys[:3]])
                 body = " | ".join(_clip(ln, 240) for ln in shown)
                 facts.append(f"{msg.name or 'tool'}{flag} [{msg.tool_call_id}]: {body}")
             elif not isinstance(msg, SystemMessage) and text.strip():
@@ -447,7 +465,8 @@ def fidelity_supplement(
         if isinstance(msg, ToolMessage) or (
             len(text) > _OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
         ):
-            secondary.append("\n".join(dict.fromkeys([*key_lines(text), *result_gist(text)])))
+            gist, keys = _outcome_lines(text)
+            secondary.append("\n".join(dict.fromkeys([*keys, *gist])))
         else:
             if kind_of(msg) == KIND_SUMMARY and is_summary_text(text):
                 text = text.partition("\n")[2]  # the header: index, count, archive reference
