@@ -15,7 +15,7 @@ Measures, on today's code:
   turns each.
 * ``extractive``: ``ExtractiveSummarizer`` on 8,000 messages (best of 3).
 * ``one_shot``: ``compact_history`` and ``compact_messages`` on 10,000 and 50,000 messages
-  (one untimed-by-tracing run for the time, one ``tracemalloc`` run for the peak memory).
+  (wall and CPU seconds of one untraced run, the peak memory of one ``tracemalloc`` run).
 * ``import``: ``python -X importtime -c "import langchain_compact"`` (best of 3, in
   subprocesses) and whether langsmith was imported.
 
@@ -71,11 +71,16 @@ def _cold() -> None:
 
 
 def _seconds(fn: Callable[[], object]) -> float:
+    return _timed(fn)[0]
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU seconds of one run (CPU time is less sensitive to a loaded machine)."""
     _cold()
     gc.collect()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def _peak_mib(fn: Callable[[], object]) -> float:
@@ -244,9 +249,13 @@ def one_shot_bench(history: list[Any], sizes: Sequence[int]) -> dict[str, Any]:
     for n in sizes:
         span = history[:n]
         for name, fn in fns.items():
-            seconds = _seconds(lambda f=fn, h=span: f(h))  # type: ignore[misc]
+            seconds, cpu = _timed(lambda f=fn, h=span: f(h))  # type: ignore[misc]
             peak = _peak_mib(lambda f=fn, h=span: f(h))  # type: ignore[misc]
-            out[name][str(n)] = {"seconds": round(seconds, 3), "peak_mib": peak}
+            out[name][str(n)] = {
+                "seconds": round(seconds, 3),
+                "cpu_seconds": round(cpu, 3),
+                "peak_mib": peak,
+            }
             print(f"[perf] {name} {n}: {seconds:.2f} s, {peak} MiB", file=sys.stderr, flush=True)
     return out
 
@@ -335,9 +344,9 @@ def compare(base: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
         sizes = sorted(per, key=int)
         for n in sizes:
             old = base.get("one_shot", {}).get(name, {}).get(n, {})
-            for field in ("seconds", "peak_mib"):
+            for field in ("seconds", "cpu_seconds", "peak_mib"):
                 ratios[f"{name}_{n}_{field}"] = _ratio(old.get(field), per[n][field])
-        for field in ("seconds", "peak_mib"):
+        for field in ("seconds", "cpu_seconds", "peak_mib"):
             growth[f"{name}_{field}_{sizes[-1]}/{sizes[0]}"] = _ratio(
                 per[sizes[-1]][field], per[sizes[0]][field]
             )
