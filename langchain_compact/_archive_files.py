@@ -363,22 +363,38 @@ def read_record_file(path: str) -> tuple[dict[str, Any], Record]:
 
 class _JsonlReader:
     """:func:`read_record_file` cached by path, size and mtime (a replaced file is read
-    again); at most 512 files and 64 MB of them (twice that in memory, with search text)."""
+    again): an LRU of at most 512 files and ``READ_CACHE_BYTES`` (estimated as twice the
+    file size: the parsed record and its search text), so memory stays flat over a run.
+
+    Only searches (recall) fill it: they read every record of a thread, again on each
+    query. A record read by its ref (the originals a compaction summarizes) is read once,
+    so it is served from the cache when there, and not added.
+    """
 
     def __init__(self) -> None:
-        self._cache = BoundedCache(max_entries=512, max_bytes=64 << 20)
+        self._cache = BoundedCache(max_entries=512, max_bytes=READ_CACHE_BYTES)
 
-    def __call__(self, path: str, size: int, mtime_ns: int) -> tuple[dict[str, Any], Record]:
+    def __call__(
+        self, path: str, size: int, mtime_ns: int, *, keep: bool = True
+    ) -> tuple[dict[str, Any], Record]:
         key = (path, size, mtime_ns)
         cached = self._cache.get(key)
         if cached is None:
             cached = read_record_file(path)
-            self._cache.put(key, cached, 2 * size)
+            if keep:
+                self._cache.put(key, cached, 2 * size)
         return cached
+
+    @property
+    def cached_bytes(self) -> int:
+        """The estimated bytes cached now."""
+        return self._cache.cached_bytes
 
     def cache_clear(self) -> None:
         """Forget every parsed file."""
         self._cache.cache_clear()
 
 
+#: Bound of :data:`read_jsonl`'s cache, in estimated bytes.
+READ_CACHE_BYTES = 16 << 20
 read_jsonl = _JsonlReader()

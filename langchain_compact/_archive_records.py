@@ -231,6 +231,11 @@ class BoundedCache:
             self._items[key] = (value, size)
             self._bytes += size
 
+    @property
+    def cached_bytes(self) -> int:
+        """The estimated bytes held now (at most ``max_bytes``)."""
+        return self._bytes
+
     def cache_clear(self) -> None:
         """Forget everything."""
         with self._lock:

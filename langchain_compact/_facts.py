@@ -36,9 +36,11 @@ _COLON_RE = re.compile(_KEY + r":(?!:)\s*\S")
 #: Ticket-like ids and URLs: a line that names one is as strong a fact as ``key = value``.
 _STRONG_ID_RE = re.compile(r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://")
 #: Those, or paths with a slash.
-_ID_RE = re.compile(_STRONG_ID_RE.pattern + r"|(?:^|\s)(?:~|\.{1,2})?/[\w.\-]+/")
+_PATH_RE = re.compile(r"(?:^|\s)(?:~|\.{1,2})?/[\w.\-]+/")
+_ID_RE = re.compile(_STRONG_ID_RE.pattern + "|" + _PATH_RE.pattern)
 _NUM_RE = re.compile(r"\d")
 _BLOCK_REF_RE = re.compile(r"^\[(?:image|file|audio|video|document)\b")
+_ANY_BLOCK_REF_RE = re.compile(r"\[(?:image|file|audio|video|document)\b")
 #: Lines that look like code or markup rather than facts.
 _NOISE_RE = re.compile(r"^\s*(?:#|//|import |from |def |class |return |if |for |while |\{|\}|<)")
 
@@ -52,7 +54,16 @@ CONSTRAINT_RE = re.compile(
 DEFAULT_LIMIT = 6
 DEFAULT_MAX_CHARS = 480
 _WIDTH = 160
-_SCAN_LINES = 4_000  # bound the scan of very long texts (head and tail are scanned)
+_SCAN_LINES = 4_000  # bound the scan of texts with very many lines (head and tail are scanned)
+#: A longer text is scanned in part: its first and last ``_EDGE_CHARS`` characters and
+#: ``_WINDOWS`` windows of ``_WINDOW_CHARS`` spread over the middle, whole lines only, so
+#: the work per cleared result is bounded whatever its size.
+_SCAN_CHARS = 24_000
+_EDGE_CHARS = 8_000
+_WINDOWS = 8
+_WINDOW_CHARS = 500
+#: The line boundaries of ``str.splitlines``.
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
 
 def _clip(line: str) -> str:
@@ -67,16 +78,62 @@ def _score(line: str) -> int | None:
     (an id in the middle of a log outranks the numbers of every log line around it); 1:
     ``key: value`` with data, or a line with a path; 2: other key/value lines; ``None``: not a
     fact line."""
+    # Every fact pattern needs one of these characters (ids ``-``, URLs ``:``, paths ``/``).
+    if "=" not in line and ":" not in line and "/" not in line and "-" not in line:
+        return None
     if _NOISE_RE.match(line):
         return None
-    eq = _EQ_RE.match(line) is not None
-    colon = not eq and _COLON_RE.match(line) is not None
-    data = _ID_RE.search(line) is not None or _NUM_RE.search(line) is not None
-    if (eq and data) or _STRONG_ID_RE.search(line):
+    if _STRONG_ID_RE.search(line):
         return 0
-    if (colon and data) or _ID_RE.search(line):
+    # No ticket-like id or URL: an id (``_ID_RE``) is a path, data is a path or a digit.
+    # Each pattern runs at most once, and only where the answer depends on it.
+    if _EQ_RE.match(line):
+        return 0 if _PATH_RE.search(line) or _NUM_RE.search(line) else 2
+    if _PATH_RE.search(line):
         return 1
-    return 2 if eq or colon else None
+    if _COLON_RE.match(line):
+        return 1 if _NUM_RE.search(line) else 2
+    return None
+
+
+def _last_line(text: str) -> str:
+    """The last non-blank line of ``text``, stripped (``''`` if none), without splitting it."""
+    text = text.rstrip()
+    start = max(text.rfind(c) for c in _LINE_BREAKS) + 1
+    return text[start:].strip()
+
+
+def _whole_lines(text: str, start: int, end: int) -> list[str]:
+    """The lines wholly inside ``text[start:end]`` (a line cut by either edge is dropped,
+    unless the window holds no line break at all: then the window is one line)."""
+    chunk = text[start:end]
+    lines = chunk.splitlines()
+    if len(lines) <= 1:
+        return lines
+    if start > 0 and text[start - 1] not in _LINE_BREAKS:
+        lines = lines[1:]
+    if end < len(text) and chunk[-1] not in _LINE_BREAKS:
+        lines = lines[:-1]
+    return lines
+
+
+def _scanned_lines(text: str) -> list[str]:
+    """The lines :func:`fact_lines` reads, in text order: all of them up to ``_SCAN_CHARS``
+    characters (the first and last ``_SCAN_LINES // 2`` of very many), else the edges and
+    windows spread over the middle."""
+    if len(text) <= _SCAN_CHARS:
+        lines = text.splitlines()
+        if len(lines) > _SCAN_LINES:
+            half = _SCAN_LINES // 2
+            lines = lines[:half] + lines[-half:]
+        return lines
+    lines = _whole_lines(text, 0, _EDGE_CHARS)
+    middle = len(text) - 2 * _EDGE_CHARS
+    step = middle // _WINDOWS
+    for k in range(_WINDOWS):
+        start = _EDGE_CHARS + k * step + (step - _WINDOW_CHARS) // 2
+        lines += _whole_lines(text, start, start + _WINDOW_CHARS)
+    return lines + _whole_lines(text, len(text) - _EDGE_CHARS, len(text))
 
 
 def is_key_fact(line: str) -> bool:
@@ -106,10 +163,7 @@ def fact_lines(
         >>> fact_lines("Looking up the order...\\norder_id = QX-4821\\nstatus: shipped\\nbye")
         ['order_id = QX-4821', 'status: shipped']
     """
-    lines = text.splitlines()
-    if len(lines) > _SCAN_LINES:
-        half = _SCAN_LINES // 2
-        lines = lines[:half] + lines[-half:]
+    lines = _scanned_lines(text)
     scored: list[tuple[int, int, str]] = []
     seen: set[str] = set()
     for pos, raw in enumerate(lines):
@@ -139,12 +193,14 @@ def result_gist(text: str, *, limit: int = 3) -> list[str]:
         >>> result_gist("$ make\\nbuilding...\\nlog noise\\nRESULT step=2 value=664579")
         ['RESULT step=2 value=664579']
     """
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if not lines:
+    last = _last_line(text)
+    if not last:
         return []
-    chosen = dict.fromkeys([_clip(lines[-1])])
+    chosen = dict.fromkeys([_clip(last)])
     # References to images and files (their payloads never reach a summary) are kept whole.
-    chosen.update(dict.fromkeys(ln for ln in lines if _BLOCK_REF_RE.match(ln)))
+    if _ANY_BLOCK_REF_RE.search(text):
+        lines = (ln.strip() for ln in text.splitlines())
+        chosen.update(dict.fromkeys(ln for ln in lines if _BLOCK_REF_RE.match(ln)))
     for line in fact_lines(text, limit=limit, best_only=True):
         if len(chosen) >= limit:
             break
@@ -155,8 +211,8 @@ def result_gist(text: str, *, limit: int = 3) -> list[str]:
 def with_facts(placeholder: str, text: str) -> str:
     """``placeholder`` followed by the fact lines of ``text`` (if any): its last line (where
     commands report their outcome) first, then the lines :func:`fact_lines` picks."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    last = [_clip(lines[-1])] if lines and not _NOISE_RE.match(lines[-1]) else []
+    line = _last_line(text)
+    last = [_clip(line)] if line and not _NOISE_RE.match(line) else []
     facts = list(dict.fromkeys([*last, *fact_lines(text, limit=DEFAULT_LIMIT - len(last))]))
     return append_facts(placeholder, facts)
 

@@ -10,16 +10,19 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from langchain_compact._archive_search import paginate
 from langchain_compact.errors import ConfigError
 from langchain_compact.markers import get_meta
+
+if TYPE_CHECKING:  # langchain_core.tools (and langsmith
+    # with it) is imported when a tool is built
+    from langchain_core.tools import BaseTool
 
 TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RECALL_MAX_HITS = 10  # hits one recall renders (then pages through)
@@ -189,6 +192,8 @@ class RecallRenderer:
 
 def build_recall_tool(archive: Searchable, *, name: str, max_chars: int) -> BaseTool:
     """The recall tool over ``archive`` (options already validated by ``make_recall_tool``)."""
+    from langchain_core.tools import StructuredTool
+
     recall = RecallRenderer(name=name, max_chars=max_chars)
 
     def _thread(config: RunnableConfig) -> str:

@@ -75,6 +75,9 @@ class HistoryFacts:
     """``usage_anchor -> saved_tokens`` summed over the messages described."""
     checked: dict[Any, int] = field(default_factory=dict)
     """Caller-owned marks: ``key -> index`` below which a caller's check found nothing."""
+    counted: dict[Any, tuple[int, int]] = field(default_factory=dict)
+    """Caller-owned running sums: ``key -> (n, total)``, a per-message count summed over the
+    first ``n`` messages (a longer list with the same start goes on from there)."""
 
     @property
     def task_index(self) -> int:
@@ -142,6 +145,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
         first_human=first_human,
         credit=credit,
         checked=dict(facts.checked),
+        counted=dict(facts.counted),
     )
 
 

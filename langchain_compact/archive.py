@@ -16,10 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from langchain_core.messages import BaseMessage, messages_from_dict
-from langchain_core.tools import BaseTool
 from langgraph.store.base import BaseStore, Item
 
 from langchain_compact import _archive_files as _f
@@ -29,6 +28,9 @@ from langchain_compact._archive_records import Record
 from langchain_compact._archive_search import hits_to_messages, search_records
 from langchain_compact._defaults import DEFAULT_ARCHIVE_DIR
 from langchain_compact.errors import ArchiveError, ArchiveWarning, ConfigError, CorruptRecordError
+
+if TYPE_CHECKING:  # imported when a tool is built (it pulls in langsmith)
+    from langchain_core.tools import BaseTool
 
 __all__ = [
     "DEFAULT_ARCHIVE_DIR",
@@ -347,13 +349,14 @@ class JsonlArchive(_ArchiveBase):
 
     def _get(self, ref: str, thread_id: str) -> Record:
         _r.parse_ref(ref)
-        return self._read(str(self.thread_folder(thread_id)), ref, thread_id)
+        # Read by ref: once per compaction, so not worth a place in the search cache.
+        return self._read(str(self.thread_folder(thread_id)), ref, thread_id, keep=False)
 
-    def _read(self, folder: str, ref: str, thread_id: str) -> Record:
+    def _read(self, folder: str, ref: str, thread_id: str, *, keep: bool = True) -> Record:
         path = os.path.join(folder, f"{ref}.jsonl")
         try:
             info = os.lstat(path)
-            header, record = _f.read_jsonl(path, info.st_size, info.st_mtime_ns)
+            header, record = _f.read_jsonl(path, info.st_size, info.st_mtime_ns, keep=keep)
         except FileNotFoundError:
             raise ArchiveError(f"No archive record {ref!r} for thread {thread_id!r}.") from None
         except OSError as exc:

@@ -81,6 +81,8 @@ from langchain_compact.tokens import (
     aload_tokenizers,
     approximate_tokens,
     context_tokens,
+    precount_unread,
+    preload_precise_counter,
 )
 
 if TYPE_CHECKING:
@@ -341,6 +343,7 @@ class Compactor:
         self.prepares = prepares(config, self.summarizer)
         """Whether summaries are prepared before the trigger (``config.prepare``, else on
         for an LLM summarizer)."""
+        preload_precise_counter()  # off the hot path: ready before the first clearing
 
     # ------------------------------------------------------------------ counting, deciding
 
@@ -424,6 +427,7 @@ class Compactor:
         """The micro-compaction step as a sans-IO generator: plan (clear old read results,
         digest oversized ones, under pressure only), redact, archive the originals, tag."""
         before = messages if isinstance(messages, list) else list(messages)
+        precount_unread(before)  # their precise sizes, counted off this thread
         result = micro_compact_with_count(
             before,
             self.config,

@@ -233,6 +233,23 @@ class LLMSummarizer:
         return self._check(reply, bound)
 
 
+_OUTCOMES: dict[tuple[int, int], tuple[list[str], list[str]]] = {}
+_OUTCOMES_LIMIT = 8_192
+
+
+def _outcome_lines(text: str) -> tuple[list[str], list[str]]:
+    """``(result_gist(text), key_lines(text))`` of a tool result, remembered by the text's
+    length and hash (not the text): a compaction's summary and its fidelity check both read
+    every result of the span, and a prepared summary reads them again at the trigger."""
+    key = (len(text), hash(text))
+    found = _OUTCOMES.get(key)
+    if found is None:
+        if len(_OUTCOMES) >= _OUTCOMES_LIMIT:
+            _OUTCOMES.clear()
+        found = _OUTCOMES[key] = (result_gist(text), key_lines(text))
+    return found[0][:], found[1][:]
+
+
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     # Cut between words: a number cut short would read as another number.
@@ -324,7 +341,8 @@ class ExtractiveSummarizer:
                         )
                     continue
                 flag = " (error)" if msg.status == "error" else ""
-                shown = dict.fromkeys([*result_gist(text), *key_lines(text, limit=3)])
+                gist, keys = _outcome_lines(text)
+                shown = dict.fromkeys([*gist, *keys[:3]])
                 body = " | ".join(_clip(ln, 240) for ln in shown)
                 facts.append(f"{msg.name or 'tool'}{flag} [{msg.tool_call_id}]: {body}")
             elif not isinstance(msg, SystemMessage) and text.strip():
@@ -451,7 +469,8 @@ def fidelity_supplement(
         if isinstance(msg, ToolMessage) or (
             len(text) > OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
         ):
-            secondary.append("\n".join(dict.fromkeys([*key_lines(text), *result_gist(text)])))
+            gist, keys = _outcome_lines(text)
+            secondary.append("\n".join(dict.fromkeys([*keys, *gist])))
         else:
             if kind_of(msg) == KIND_SUMMARY and is_summary_text(text):
                 text = text.partition("\n")[2]  # the header: index, count, archive reference
@@ -460,12 +479,18 @@ def fidelity_supplement(
             primary.extend(render_call(c["name"], c["args"]) for c in msg.tool_calls)
     sources = primary + secondary
     missing: dict[str, str] = {}  # item -> its context, in order of appearance
+    checked: set[str] = set()  # items already looked up in the summary
     for source in sources:
         # A placeholder's kept facts are joined with " | ": an item's context is its own
         # fact, not the neighbouring ones (a long context costs the bound other facts).
-        segments = "\n".join(_fact_segments(source))
+        segments: str | None = None
         for item in salient_items(source):
-            if item not in summary and item not in missing:
+            if item in checked:
+                continue
+            checked.add(item)
+            if item not in summary:
+                if segments is None:
+                    segments = "\n".join(_fact_segments(source))
                 missing[item] = _unwrapped(item, context_of(item, segments))
     # A value is kept with its key: ``"previous": 674004`` in a later call's arguments does
     # not say that step 7 produced it, so the fact line ``step=7 value=674004`` is missing.
@@ -474,10 +499,12 @@ def fidelity_supplement(
     pairs = set(_PAIR.findall(summary))
     assigned = set(_ASSIGNED.findall(summary))
     paired: set[str] = set()  # values of numeric ``key = value`` facts
+    key_facts: list[str] = []  # the key fact lines of the sources, in order
     for source in sources:
         for line in _fact_segments(source):
             if not is_key_fact(line):
                 continue
+            key_facts.append(line)
             whole = all(p in assigned for p in _ASSIGNED.findall(line))
             for key, value in _PAIR.findall(line):
                 paired.add(value)
@@ -490,14 +517,13 @@ def fidelity_supplement(
     # bound the supplement keeps what is hardest to recover (the paths in the warning lines
     # of a hundred logs used to rank with the values a tool computed, and push them out).
     # The sort is stable. (A fact's context is then that fact line, wherever the item
-    # appeared first.)
+    # appeared first.) One pass over the key fact lines: each line's salient items are
+    # looked up in ``missing`` (dict lookups, not a scan of ``missing`` per line).
     facts: dict[str, str] = {}
-    for source in sources:
-        for line in _fact_segments(source):
-            if any(item in line for item in missing) and is_key_fact(line):
-                for item in salient_items(line):
-                    if item in missing and item not in facts:
-                        facts[item] = _unwrapped(item, context_of(item, line))
+    for line in key_facts:
+        for item in salient_items(line):
+            if item in missing and item not in facts:
+                facts[item] = _unwrapped(item, context_of(item, line))
     missing.update(facts)
 
     def rank(item: str) -> int:

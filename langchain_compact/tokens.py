@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import re
 import threading
 import warnings
@@ -30,7 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from langchain_compact._provider_items import carries_provider_compaction
-from langchain_compact._scan import history_facts
+from langchain_compact._scan import HistoryFacts, history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import get_meta, newest_boundary
 
@@ -45,6 +46,8 @@ __all__ = [
     "context_tokens",
     "load_tokenizers",
     "precise_counter",
+    "precount_unread",
+    "preload_precise_counter",
     "provision_tiktoken_cache",
 ]
 
@@ -482,6 +485,88 @@ async def aload_tokenizers(counter: object = None) -> None:
         await asyncio.to_thread(load_tokenizers, counter)
 
 
+_preload_started = threading.Event()
+
+
+def preload_precise_counter() -> None:
+    """Start loading :func:`precise_counter`'s encoding in a daemon thread, once per process.
+
+    A compactor calls this when it is built, so the encoding (some tens of MB, read and
+    parsed in a fraction of a second to a second) is ready before the first clearing needs
+    it, and is never loaded on the thread of a turn or of an event loop. A caller that needs
+    the counter earlier waits for the load under :func:`precise_counter`'s lock.
+    """
+    if _precise or _preload_started.is_set():
+        return
+    with _precise_lock:
+        if _precise or _preload_started.is_set():
+            return
+        _preload_started.set()
+    threading.Thread(target=precise_counter, name="langchain-compact-o200k", daemon=True).start()
+
+
+#: Tool results at least this long are counted ahead (see :func:`precount_unread`).
+PRECOUNT_MIN_CHARS = 4_000
+_PRECOUNT_QUEUE_SIZE = 16
+_precount_queue: queue.Queue[str] | None = None
+_precount_lock = threading.Lock()
+
+
+def _precount_worker(texts: queue.Queue[str]) -> None:
+    while True:
+        text = texts.get()
+        try:
+            counter = precise_counter()
+            if counter is not None:
+                counter.count_text(text)
+        except Exception:  # a count ahead is only a warm cache: never fail anything
+            logger.debug("counting a tool result ahead failed", exc_info=True)
+        finally:
+            texts.task_done()
+
+
+def precount_unread(messages: Sequence[BaseMessage]) -> None:
+    """Count the large tool results the model has not read yet (after the newest
+    ``AIMessage``) with :func:`precise_counter`, in a daemon thread (tiktoken releases the
+    GIL while it encodes), so the clearing that later records a result's precise size
+    finds the count cached instead of encoding the result on the turn's thread.
+
+    Returns at once; never blocks: when the thread is behind (a bounded queue is full) a
+    result is skipped and simply counted when it is cleared.
+    """
+    global _precount_queue
+    texts = []
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        if isinstance(msg, AIMessage):
+            break
+        content = getattr(msg, "content", None)
+        if (
+            isinstance(msg, ToolMessage)
+            and isinstance(content, str)
+            and len(content) >= PRECOUNT_MIN_CHARS
+        ):
+            texts.append(content)
+    if not texts:
+        return
+    if _precount_queue is None:
+        with _precount_lock:
+            if _precount_queue is None:
+                pending: queue.Queue[str] = queue.Queue(maxsize=_PRECOUNT_QUEUE_SIZE)
+                threading.Thread(
+                    target=_precount_worker,
+                    args=(pending,),
+                    name="langchain-compact-precount",
+                    daemon=True,
+                ).start()
+                _precount_queue = pending
+    for text in reversed(texts):
+        try:
+            _precount_queue.put_nowait(text)
+        except queue.Full:
+            return
+
+
 def context_tokens(
     messages: Sequence[BaseMessage],
     *,
@@ -528,13 +613,43 @@ def context_tokens(
             return max(0, anchored - credit)
         # The anchor already includes the tool schemas: count the rest without them.
         return max(0, anchored - credit) + round(_local(rest, counter) * scale)
-    total = counter(messages)
+    total = _running_count(messages, facts, counter)
+    if total is None:
+        total = counter(messages)
     if tools:
         if isinstance(counter, TiktokenCounter):
             total += counter.count_tools(tools)
         else:
             total += approximate_tokens([], tools=tools)
     return round(total * scale) + overhead
+
+
+def _approx_message(message: BaseMessage) -> int:
+    return _cached_count(message, _APPROX_CACHE, 200_000, approx_text)
+
+
+def _running_count(
+    messages: Sequence[BaseMessage], facts: HistoryFacts | None, counter: TokenCounter
+) -> int | None:
+    """``counter(messages)`` for the two counters that sum a count per message
+    (:func:`approximate_tokens`, :class:`TiktokenCounter`), counting only the messages the
+    remembered facts of this history have not summed yet; ``None`` for another counter or
+    without facts (the caller counts the whole list). So a history counted locally on every
+    turn (no usage reports) costs O(new messages) per turn."""
+    per_message: Callable[[BaseMessage], int]
+    if counter is approximate_tokens:
+        per_message, extra = _approx_message, 0
+    elif type(counter) is TiktokenCounter:
+        per_message, extra = counter._count_message, counter._tools_tokens
+    else:
+        return None
+    if facts is None or facts.length != len(messages) or not messages:
+        return None
+    done, total = facts.counted.get(counter, (0, 0))
+    for i in range(done, len(messages)):
+        total += per_message(messages[i])
+    facts.counted[counter] = (len(messages), total)
+    return extra + total + TOKENS_REPLY_PRIMING
 
 
 def _describes(

@@ -443,6 +443,24 @@ def test_parsed_record_files_are_cached_within_a_byte_bound(
     _archive_files.read_jsonl.cache_clear()
 
 
+def test_reading_a_record_by_ref_does_not_fill_the_search_cache(tmp_path: Path) -> None:
+    _archive_files.read_jsonl.cache_clear()
+    archive = JsonlArchive(tmp_path)
+    refs = [
+        archive.write(
+            [HumanMessage(f"r{i} " + "y" * 50_000, id=f"r{i}")], thread_id="t", reason="r"
+        )
+        for i in range(5)
+    ]
+    assert [archive.read(ref, thread_id="t")[0].id for ref in refs] == [f"r{i}" for i in range(5)]
+    assert _archive_files.read_jsonl.cached_bytes == 0
+    assert len(archive.search(thread_id="t", query="r3")) == 1  # a search keeps what it read
+    assert _archive_files.read_jsonl.cached_bytes > 0
+    assert archive.read(refs[3], thread_id="t")[0].id == "r3"
+    assert _archive_files.read_jsonl.cached_bytes <= _archive_files.READ_CACHE_BYTES
+    _archive_files.read_jsonl.cache_clear()
+
+
 def test_store_record_cache_is_bounded_by_bytes() -> None:
     cache = _archive_records.RecordCache(maxsize=100, max_bytes=2 << 20)
     big: list[dict[str, Any]] = [{"type": "human", "data": {"content": "z" * 400_000}}]
