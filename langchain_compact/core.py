@@ -57,6 +57,7 @@ from langchain_compact._prepare import (
     repeat_turn,
     usable_prefix,
 )
+from langchain_compact._scan import history_facts
 from langchain_compact.compaction import (
     CompactionResult,
     Decision,
@@ -70,7 +71,15 @@ from langchain_compact.compaction import (
 )
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, ConfigError
-from langchain_compact.markers import EVENT_KEY, KIND_SUMMARY, Transition, get_meta, kind_of
+from langchain_compact.markers import (
+    EVENT_KEY,
+    KIND_SUMMARY,
+    Transition,
+    get_meta,
+    kind_of,
+    newest_boundary,
+    with_meta,
+)
 from langchain_compact.microcompact import (
     micro_compact_with_count,
     unread_start,
@@ -88,6 +97,7 @@ if TYPE_CHECKING:
     from langchain_compact.memory import CompactionMemory
 
 __all__ = [
+    "PROVIDER_WINDOW_KEY",
     "CompactionKeys",
     "Compactor",
     "MicroStep",
@@ -104,6 +114,13 @@ logger = logging.getLogger("langchain_compact")
 DEFAULT_THREAD_ID = "default"
 """Archive thread of a run whose config has no ``configurable.thread_id``."""
 
+
+PROVIDER_WINDOW_KEY = "provider_window"
+"""Boundary marker key: the window (in the compactor's count) a provider's refusal for
+length taught the thread; every later compaction carries it on (:meth:`Compactor.overflow`)."""
+
+#: (id of the compactor, window) while a step runs under a learned window.
+_WINDOW: ContextVar[tuple[int, int] | None] = ContextVar("langchain_compact_window", default=None)
 
 #: The events of the turn (or stage) being run, for :attr:`Turn.events`.
 _TURN_EVENTS: ContextVar[list[dict[str, Any]] | None] = ContextVar(
@@ -328,7 +345,9 @@ class Compactor:
                 "(model=...) to read it from its profile, or use "
                 "resolve_context_window(config, model)."
             )
-        self.config = config
+        self._config = config
+        # learned windows -> the config narrowed to them (a provider refused for length)
+        self._narrowed: dict[int, CompactionConfig] = {}
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.archive = archive
         self.counter = counter
@@ -341,6 +360,60 @@ class Compactor:
         self.prepares = prepares(config, self.summarizer)
         """Whether summaries are prepared before the trigger (``config.prepare``, else on
         for an LLM summarizer)."""
+
+    # ------------------------------------------------------------------ the learned window
+
+    @property
+    def config(self) -> CompactionConfig:
+        """The settings in use: the configured ones, with ``context_window`` narrowed to the
+        window learned from a provider's refusal while a step runs on a history that
+        records one (:meth:`learned_window`, :meth:`overflow`)."""
+        window = self._window()
+        base = self._config
+        if window is None or base.context_window is None or window >= base.context_window:
+            return base
+        narrowed = self._narrowed.get(window)
+        if narrowed is None:
+            narrowed = replace(base, context_window=window)
+            self._narrowed[window] = narrowed
+        return narrowed
+
+    def _window(self) -> int | None:
+        held = _WINDOW.get()
+        return held[1] if held is not None and held[0] == id(self) else None
+
+    @contextmanager
+    def narrowed(self, window: int | None) -> Iterator[None]:
+        """Run the steps inside with the window narrowed to ``window`` (never widened; a
+        ``None`` changes nothing): the learned window of a thread whose history does not
+        carry it (LCEL keeps it per thread)."""
+        current = self._window()
+        if window is None or (current is not None and current <= window):
+            yield
+            return
+        token = _WINDOW.set((id(self), max(1, int(window))))
+        try:
+            yield
+        finally:
+            _WINDOW.reset(token)
+
+    @staticmethod
+    def learned_window(messages: Sequence[BaseMessage]) -> int | None:
+        """The window a provider's refusal taught this history (``provider_window`` on its
+        newest boundary, carried from compaction to compaction), in the units of the
+        compactor's count; ``None`` when no refusal was learned."""
+        facts = history_facts(messages)
+        if facts is not None:
+            meta = facts.boundary_meta
+        else:
+            b, _kept = newest_boundary(messages)
+            meta = get_meta(messages[b]) if b >= 0 else {}
+        value = meta.get(PROVIDER_WINDOW_KEY)
+        return value if isinstance(value, int) and value > 0 else None
+
+    def _learning(self, messages: Sequence[BaseMessage]) -> Any:
+        """:meth:`narrowed` to the window ``messages`` learned, if any."""
+        return self.narrowed(self.learned_window(messages))
 
     # ------------------------------------------------------------------ counting, deciding
 
@@ -374,8 +447,10 @@ class Compactor:
             tokens = self._counted(messages)
         if tokens is None and self.verify_anchor:
             tokens = self.count(messages)
+        with self._learning(messages):
+            config = self.config
         return decide(
-            messages, config=self.config, counter=self.counter, tools=self.tools, tokens=tokens
+            messages, config=config, counter=self.counter, tools=self.tools, tokens=tokens
         )
 
     def after_compaction(self, messages: Sequence[BaseMessage]) -> Literal["continue", "stop"]:
@@ -596,13 +671,16 @@ class Compactor:
     def prepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
         """Run :meth:`prepare_steps` (I/O done synchronously)."""
         started = time.perf_counter()
-        return self._prepared(drive(self.prepare_steps(messages, thread_id)), started)
+        with self._learning(messages):
+            return self._prepared(drive(self.prepare_steps(messages, thread_id)), started)
 
     async def aprepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
         """Async twin of :meth:`prepare`."""
         await self.aready()
         started = time.perf_counter()
-        return self._prepared(await adrive(self.prepare_steps(messages, thread_id)), started)
+        with self._learning(messages):
+            record = await adrive(self.prepare_steps(messages, thread_id))
+        return self._prepared(record, started)
 
     # ------------------------------------------------------------------ full compaction
 
@@ -625,7 +703,8 @@ class Compactor:
         """One full compaction (:func:`~langchain_compact.compaction.compact_history`),
         using ``prepared`` (a summary prepared before the trigger) when it still matches."""
         started = time.perf_counter()
-        result = compact_history(messages, **self._kwargs(thread_id, prepared))
+        with self._learning(messages):
+            result = self._carried(compact_history(messages, **self._kwargs(thread_id, prepared)))
         self._report(result, time.perf_counter() - started)
         return result
 
@@ -635,9 +714,24 @@ class Compactor:
         """Async twin of :meth:`compact`."""
         await self.aready()
         started = time.perf_counter()
-        result = await acompact_history(messages, **self._kwargs(thread_id, prepared))
+        with self._learning(messages):
+            kwargs = self._kwargs(thread_id, prepared)
+            result = self._carried(await acompact_history(messages, **kwargs))
         self._report(result, time.perf_counter() - started)
         return result
+
+    def _carried(self, result: CompactionResult) -> CompactionResult:
+        """The result with the learned window (the one in force) on its boundary, so the
+        thread keeps it after this compaction."""
+        window = self._window()
+        if window is None or result.summary is None:
+            return result
+        summary = with_meta(result.summary, **{PROVIDER_WINDOW_KEY: window})
+        old = result.summary
+        messages = [
+            summary if m is old or (m.id and m.id == old.id) else m for m in result.messages
+        ]
+        return replace(result, summary=summary, messages=messages)
 
     def remember(self, result: CompactionResult, run_config: Any) -> None:
         """Keep the pinned task and summaries in the memory store, when one is configured."""
@@ -689,7 +783,7 @@ class Compactor:
             write_stop: Write the stop message (:attr:`Turn.stop`); ``False`` for a host
                 that cannot end the run (LCEL raises instead).
         """
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             cleared = self.clear(messages, thread_id)
             decision, prepare = self.route(cleared.messages, prepared)
             turn = self._decided(cleared, decision, prepare, write_stop)
@@ -711,7 +805,7 @@ class Compactor:
         write_stop: bool = True,
     ) -> Turn:
         """Async twin of :meth:`turn` (archive, summarizer and memory I/O awaited)."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             cleared = await self.aclear(messages, thread_id)
             decision, prepare = self.route(cleared.messages, prepared)
             turn = self._decided(cleared, decision, prepare, write_stop)
@@ -747,18 +841,95 @@ class Compactor:
             done, outcome="stopped", transition="stopped", stop=stopped.stop, reason=reason
         )
 
+    # ------------------------------------------------------------------ the provider's refusal
+
+    def overflow_window(self, messages: Sequence[BaseMessage]) -> int:
+        """The window a provider's refusal of ``messages`` teaches: the provider counted
+        that input at its window or more, so in the compactor's count the window is at most
+        the count of ``messages`` (and never above the window in force)."""
+        with self._learning(messages):
+            window = self.config.context_window or 0
+            tokens = self.count(messages)
+        return max(1, min(window, tokens)) if window else max(1, tokens)
+
+    def overflow(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        run_config: Any = None,
+        write_stop: bool = True,
+        window: int | None = None,
+    ) -> Turn:
+        """The provider refused the call on ``messages`` for its length: learn the window
+        (:meth:`overflow_window`, or ``window``), and run a forced compaction to the
+        budget of that window (archive, fidelity, boundary as a triggered one; the learned
+        window is recorded on the boundary, ``provider_window``, and carried by every later
+        compaction, so the next estimate of a history that size is not below it).
+
+        Returns the :class:`Turn` to retry with: ``"compacted"`` (retry the call with
+        :attr:`Turn.messages`), or ``"stopped"`` when nothing is left to compact or the
+        smallest context cannot fit the learned window (raise the refusal then)."""
+        learned = window or self.overflow_window(messages)
+        with self.narrowed(learned), _recording() as events:
+            self._refused(messages, learned)
+            done = self.compaction(messages, thread_id, run_config=run_config)
+            turn = self._forced(messages, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    async def aoverflow(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        run_config: Any = None,
+        write_stop: bool = True,
+        window: int | None = None,
+    ) -> Turn:
+        """Async twin of :meth:`overflow`."""
+        await self.aready()
+        learned = window or self.overflow_window(messages)
+        with self.narrowed(learned), _recording() as events:
+            self._refused(messages, learned)
+            done = await self.acompaction(messages, thread_id, run_config=run_config)
+            turn = self._forced(messages, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    def _refused(self, messages: Sequence[BaseMessage], window: int) -> None:
+        configured = self._config.context_window
+        emit({"event": "provider_overflow", "window": window, "configured": configured})
+        logger.warning(
+            "the provider refused a call of ~%d tokens for its length (configured window %s): "
+            "compacting to a window of %d and retrying",
+            self.count(messages),
+            configured,
+            window,
+        )
+
+    def _forced(self, messages: Sequence[BaseMessage], done: Turn, write_stop: bool) -> Turn:
+        before = Turn("continue", "continue", list(messages))
+        if done.outcome == "continue":  # nothing to compact: the refusal stands
+            reason = (
+                f"the provider refused the call for its length and nothing is left to compact "
+                f"({done.reason or 'no span before the kept tail'})"
+            )
+            return self._stopping(before.messages, reason, write_stop)
+        if done.outcome == "stopped":
+            return done
+        return self._settled(before, done, write_stop)
+
     # ------------------------------------------------------------------ stages of the turn
 
     def clear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
         """The turn's first stage: micro-compaction (:meth:`micro`) as a :class:`Turn`
         (``"continue"``; transition ``"micro_compacted"`` when it replaced anything)."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             step = self.micro(messages, thread_id)
         return self._cleared(step, events)
 
     async def aclear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
         """Async twin of :meth:`clear`."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             step = await self.amicro(messages, thread_id)
         return self._cleared(step, events)
 
@@ -776,12 +947,13 @@ class Compactor:
     def route(self, messages: Sequence[BaseMessage], prepared: Any = None) -> tuple[Decision, bool]:
         """The decision before the model call (:meth:`decide`) and whether to prepare a
         summary beside it (:meth:`prepare_due`; never while a :class:`Pending` job runs)."""
-        decision = self.decide(messages)
-        if isinstance(prepared, Pending):
-            if prepared.running:
-                return decision, False
-            prepared = prepared.ready
-        return decision, self.prepare_due(messages, decision, prepared)
+        with self._learning(messages):
+            decision = self.decide(messages)
+            if isinstance(prepared, Pending):
+                if prepared.running:
+                    return decision, False
+                prepared = prepared.ready
+            return decision, self.prepare_due(messages, decision, prepared)
 
     def compaction(
         self,
@@ -796,7 +968,7 @@ class Compactor:
         (:meth:`after_step`): ``"compacted"``, ``"continue"`` with transition
         ``"nothing_to_compact"``, or ``"stopped"`` with transition ``"summarizer_failed"``
         when it failed (:attr:`Turn.error`)."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             try:
                 result = self.compact(messages, thread_id, prepared=prepared)
             except CompactionError as exc:
@@ -813,7 +985,7 @@ class Compactor:
         run_config: Any = None,
     ) -> Turn:
         """Async twin of :meth:`compaction`."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             try:
                 result = await self.acompact(messages, thread_id, prepared=prepared)
             except CompactionError as exc:
@@ -864,9 +1036,11 @@ class Compactor:
         nothing goes on when the call fits as it is; a failed one stops."""
         if transition not in ("compacted", "nothing_to_compact"):
             return "stop"
-        if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
-            return "continue" if self.count(messages) <= (self.config.fit_tokens or 0) else "stop"
-        return self.after_compaction(messages)
+        with self._learning(messages):
+            if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
+                fit = self.config.fit_tokens or 0
+                return "continue" if self.count(messages) <= fit else "stop"
+            return self.after_compaction(messages)
 
     def stop_reason(
         self, messages: Sequence[BaseMessage], transition: Any, reason: Any = None
@@ -890,8 +1064,9 @@ class Compactor:
     ) -> Turn:
         """The turn's stop stage, after the step that ``transition`` names (with its
         ``reason``, the state's ``stop_reason``): the stop message as a :class:`Turn`."""
-        why = self.stop_reason(messages, transition, reason)
-        return self._stopping(messages, why, write_stop)
+        with self._learning(messages):
+            why = self.stop_reason(messages, transition, reason)
+            return self._stopping(messages, why, write_stop)
 
     def _stopping(self, messages: Sequence[BaseMessage], reason: str, write_stop: bool) -> Turn:
         before = messages if isinstance(messages, list) else list(messages)

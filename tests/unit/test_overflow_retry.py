@@ -1,0 +1,183 @@
+"""Issue 23, must-show 2: a provider that enforces a window smaller than the configured one.
+
+The fake model raises langchain-core's ``ContextOverflowError`` when its input (counted with
+tiktoken ``o200k_base``) is over the enforced window. 24 tool turns finish through the graph,
+the middleware and LCEL: each refusal is followed by one compaction and one retry, and the
+window it teaches keeps later calls under the enforced one (one refusal per run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.exceptions import ContextOverflowError as CoreOverflow
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from pydantic import Field
+
+from langchain_compact import CompactionConfig, ContextOverflowError
+from langchain_compact.core import PROVIDER_WINDOW_KEY, Compactor
+from langchain_compact.markers import KIND_SUMMARY, get_meta, kind_of
+from langchain_compact.tokens import TiktokenCounter
+
+WINDOW = 16_000  # configured
+ENFORCED = 9_000  # what the provider accepts
+TURNS = 24
+
+_COUNT = TiktokenCounter()
+
+
+def _payload(i: int) -> str:
+    rows = [
+        f"step {i} row {r}: value={i * 1000 + r} status=ok path=/data/{i}/{r}.csv"
+        for r in range(60)
+    ]
+    return "\n".join(rows) + f"\nRESULT step {i} = {i * 7}"
+
+
+@tool
+def fetch(step: int) -> str:
+    """Fetch the data of one step."""
+    return _payload(step)
+
+
+class EnforcingModel(BaseChatModel):
+    """Calls ``fetch`` once per turn for ``turns`` turns, then answers; refuses any input
+    over ``enforced`` tokens (o200k) the way a provider does, and reports usage."""
+
+    enforced: int = ENFORCED
+    turns: int = TURNS
+    calls: int = 0
+    refusals: int = 0
+    sizes: list[int] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "enforcing-fake"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        tokens = _COUNT(messages)
+        if tokens > self.enforced:
+            self.refusals += 1
+            raise CoreOverflow(
+                f"This model's maximum context length is {self.enforced} tokens. However, "
+                f"your messages resulted in {tokens} tokens."
+            )
+        self.sizes.append(tokens)
+        self.calls += 1
+        usage = {"input_tokens": tokens, "output_tokens": 20, "total_tokens": tokens + 20}
+        if self.calls <= self.turns:
+            msg = AIMessage(
+                "",
+                tool_calls=[
+                    {"name": "fetch", "args": {"step": self.calls}, "id": f"c{self.calls}"}
+                ],
+                usage_metadata=usage,
+            )
+        else:
+            msg = AIMessage(f"done after {self.calls - 1} steps", usage_metadata=usage)
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+def _config() -> CompactionConfig:
+    return CompactionConfig(context_window=WINDOW)
+
+
+def _learned(messages: Sequence[BaseMessage]) -> int | None:
+    summaries = [m for m in messages if kind_of(m) == KIND_SUMMARY]
+    return get_meta(summaries[-1]).get(PROVIDER_WINDOW_KEY) if summaries else None
+
+
+def _check_run(model: EnforcingModel, messages: Sequence[BaseMessage]) -> None:
+    assert messages[-1].content == f"done after {TURNS} steps"
+    assert model.calls == TURNS + 1
+    assert model.refusals == 1, "the learned window keeps later calls under the enforced one"
+    assert max(model.sizes) <= ENFORCED
+    learned = _learned(messages)
+    assert learned is not None and learned <= ENFORCED * 1.1
+
+
+# --------------------------------------------------------------------------- the core
+
+
+def test_overflow_learns_the_window_and_compacts() -> None:
+    core = Compactor(config=_config())
+    history: list[BaseMessage] = [HumanMessage("Task: fetch every step", id="t")]
+    for i in range(1, 7):
+        history.append(
+            AIMessage(
+                "", id=f"a{i}", tool_calls=[{"name": "fetch", "args": {"step": i}, "id": f"c{i}"}]
+            )
+        )
+        history.append(ToolMessage(_payload(i), tool_call_id=f"c{i}", id=f"r{i}"))
+    assert core.decide(history).action == "continue"  # the configured window says it fits
+    turn = core.overflow(history, "t")
+    assert turn.outcome == "compacted"
+    assert turn.events[0]["event"] == "provider_overflow"
+    learned = _learned(turn.messages)
+    assert learned == core.count(history)
+    assert core.count(turn.messages) <= core.config.fit_tokens  # the config is not narrowed
+    # Later compactions carry the learned window on.
+    grown = [*turn.messages, *history[-6:]]
+    again = core.turn(grown, "t")
+    if again.outcome == "compacted":
+        assert _learned(again.messages) == learned
+
+
+def test_overflow_with_nothing_to_compact_stops() -> None:
+    core = Compactor(config=_config())
+    turn = core.overflow([HumanMessage("x " * 5000, id="t")], "t", write_stop=False)
+    assert turn.outcome == "stopped"
+    assert "refused" in turn.reason
+
+
+def test_package_error_is_the_core_error() -> None:
+    assert issubclass(ContextOverflowError, CoreOverflow)
+
+
+# --------------------------------------------------------------------------- middleware
+
+
+def _agent(model: EnforcingModel) -> Any:
+    from langchain.agents import create_agent
+
+    from langchain_compact.middleware import CompactionMiddleware
+
+    return create_agent(
+        model=model,
+        tools=[fetch],
+        middleware=[CompactionMiddleware(config=_config())],
+    )
+
+
+def test_middleware_compacts_and_retries_on_refusal() -> None:
+    model = EnforcingModel()
+    out = _agent(model).invoke(
+        {"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 200}
+    )
+    _check_run(model, out["messages"])
+    assert out["compaction_count"] >= 1
+
+
+def test_middleware_compacts_and_retries_on_refusal_async() -> None:
+    model = EnforcingModel()
+    out = asyncio.run(
+        _agent(model).ainvoke(
+            {"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 200}
+        )
+    )
+    _check_run(model, out["messages"])
