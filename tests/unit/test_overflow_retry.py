@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.exceptions import ContextOverflowError as CoreOverflow
 from langchain_core.language_models import BaseChatModel
@@ -181,3 +182,83 @@ def test_middleware_compacts_and_retries_on_refusal_async() -> None:
         )
     )
     _check_run(model, out["messages"])
+
+
+# --------------------------------------------------------------------------- the graph
+
+
+def test_prebuilt_agent_compacts_and_retries_on_refusal() -> None:
+    from langchain_compact.graph import create_compacting_agent
+
+    model = EnforcingModel()
+    agent = create_compacting_agent(
+        model, [fetch], config=_config(), archive=None, recall_tool=False
+    )
+    out = agent.invoke({"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 300})
+    _check_run(model, out["messages"])
+    assert out["compaction_count"] >= 1
+
+
+def test_prebuilt_agent_compacts_and_retries_on_refusal_async() -> None:
+    from langchain_compact.graph import create_compacting_agent
+
+    model = EnforcingModel()
+    agent = create_compacting_agent(
+        model, [fetch], config=_config(), archive=None, recall_tool=False
+    )
+    out = asyncio.run(
+        agent.ainvoke({"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 300})
+    )
+    _check_run(model, out["messages"])
+
+
+def test_add_compaction_wraps_a_users_model_node() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from langchain_compact.graph import add_compaction
+
+    model = EnforcingModel()
+    seen: list[int] = []
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        seen.append(len(state["messages"]))
+        return {"messages": [model.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([fetch]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    add_compaction(builder, model_node="agent", config=_config())
+    graph = builder.compile(checkpointer=InMemorySaver())
+    run = {"configurable": {"thread_id": "overflow"}, "recursion_limit": 300}
+    out = graph.invoke({"messages": [("user", "Task: fetch every step")]}, run)
+    _check_run(model, out["messages"])
+    # The node ran once more than the model answered: the refused call, then its retry.
+    assert len(seen) == model.calls + model.refusals
+    # The state holds the compacted history: one summary per compaction, no duplicates.
+    ids = [m.id for m in graph.get_state(run).values["messages"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_add_compaction_without_overflow_retry_lets_the_refusal_through() -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    from langchain_compact.graph import add_compaction
+
+    model = EnforcingModel()
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    builder.add_node("tools", ToolNode([fetch]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    add_compaction(builder, config=_config(), overflow_retry=False)
+    with pytest.raises(CoreOverflow):
+        builder.compile().invoke(
+            {"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 300}
+        )
