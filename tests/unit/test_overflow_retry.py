@@ -262,3 +262,69 @@ def test_add_compaction_without_overflow_retry_lets_the_refusal_through() -> Non
         builder.compile().invoke(
             {"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 300}
         )
+
+
+# --------------------------------------------------------------------------- LCEL
+
+
+def _chain_run(chain: Any, *, invoke: Any) -> list[BaseMessage]:
+    """Drive a chain the way an application loop does: the raw history grows, the tools run."""
+    history: list[BaseMessage] = [HumanMessage("Task: fetch every step", id="t")]
+    for _ in range(TURNS + 1):
+        reply = invoke(chain, history)
+        history.append(reply)
+        for call in reply.tool_calls:
+            history.append(fetch.invoke({**call, "type": "tool_call"}))
+        if not reply.tool_calls:
+            break
+    return history
+
+
+def test_lcel_compacts_and_retries_on_refusal() -> None:
+    from langchain_compact.lcel import MessageCompactor, with_overflow_retry
+
+    model = EnforcingModel()
+    compactor = MessageCompactor(config=_config())
+    chain = with_overflow_retry(model, compactor)
+    config = {"configurable": {"thread_id": "lcel"}}
+    history = _chain_run(chain, invoke=lambda c, h: c.invoke(h, config))
+    assert history[-1].content == f"done after {TURNS} steps"
+    assert model.calls == TURNS + 1
+    assert model.refusals == 1
+    assert max(model.sizes) <= ENFORCED
+    learned = compactor.learned_window("lcel")
+    assert learned is not None and learned <= ENFORCED * 1.1
+    assert compactor.compactions >= 1
+
+
+def test_lcel_compacts_and_retries_on_refusal_async() -> None:
+    from langchain_compact.lcel import MessageCompactor
+
+    model = EnforcingModel()
+    compactor = MessageCompactor(config=_config())
+    chain = compactor.wrap(model)
+
+    async def run() -> list[BaseMessage]:
+        history: list[BaseMessage] = [HumanMessage("Task: fetch every step", id="t")]
+        for _ in range(TURNS + 1):
+            reply = await chain.ainvoke(history)
+            history.append(reply)
+            for call in reply.tool_calls:
+                history.append(await fetch.ainvoke({**call, "type": "tool_call"}))
+            if not reply.tool_calls:
+                break
+        return history
+
+    history = asyncio.run(run())
+    assert history[-1].content == f"done after {TURNS} steps"
+    assert model.refusals == 1
+    assert max(model.sizes) <= ENFORCED
+
+
+def test_lcel_second_refusal_raises() -> None:
+    from langchain_compact.lcel import with_overflow_retry
+
+    model = EnforcingModel(enforced=10)  # nothing fits
+    chain = with_overflow_retry(model, config=_config())
+    with pytest.raises(CoreOverflow):
+        chain.invoke([HumanMessage("Task: fetch every step " * 20, id="t")])
