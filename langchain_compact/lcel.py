@@ -21,7 +21,6 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from langchain_core.exceptions import ContextOverflowError as ProviderOverflowError
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
@@ -33,7 +32,12 @@ from langchain_compact._options import check_known, check_options
 from langchain_compact._prepare import boundary_key
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, Pending, Turn, emit, thread_id_of
-from langchain_compact.errors import ConfigError, ContextOverflowError, InvalidHistoryError
+from langchain_compact.errors import (
+    ConfigError,
+    ContextOverflowError,
+    InvalidHistoryError,
+    is_provider_overflow,
+)
 from langchain_compact.history import last_boundary_index
 from langchain_compact.markers import with_meta
 from langchain_compact.summarizers import Summarizer
@@ -373,8 +377,8 @@ class MessageCompactor:
             sent = self(messages, config)
             try:
                 return model.invoke(sent, config)
-            except ProviderOverflowError as exc:
-                if isinstance(exc, ContextOverflowError):
+            except Exception as exc:
+                if not is_provider_overflow(exc):
                     raise
                 self.learn(sent, config)
                 return model.invoke(self(messages, config), config)
@@ -383,8 +387,8 @@ class MessageCompactor:
             sent = await self.acompact(messages, config)
             try:
                 return await model.ainvoke(sent, config)
-            except ProviderOverflowError as exc:
-                if isinstance(exc, ContextOverflowError):
+            except Exception as exc:
+                if not is_provider_overflow(exc):
                     raise
                 self.learn(sent, config)
                 return await model.ainvoke(await self.acompact(messages, config), config)

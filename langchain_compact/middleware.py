@@ -21,7 +21,6 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.exceptions import ContextOverflowError as ProviderOverflowError
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
@@ -49,7 +48,7 @@ from langchain_compact._ops import in_daemon_thread
 from langchain_compact._prepare import Prepared
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import CompactionKeys, Compactor, Turn, thread_id_of
-from langchain_compact.errors import ContextOverflowError
+from langchain_compact.errors import ContextOverflowError, is_provider_overflow
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -243,8 +242,8 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         when nothing is left to compact or the smallest context cannot fit."""
         try:
             return handler(request)
-        except ProviderOverflowError as exc:
-            if isinstance(exc, ContextOverflowError):
+        except Exception as exc:
+            if not is_provider_overflow(exc):
                 raise
             config = _run_config(request.runtime)
             turn = self.core.overflow(
@@ -261,8 +260,8 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         """Async twin of :meth:`wrap_model_call`."""
         try:
             return await handler(request)
-        except ProviderOverflowError as exc:
-            if isinstance(exc, ContextOverflowError):
+        except Exception as exc:
+            if not is_provider_overflow(exc):
                 raise
             config = _run_config(request.runtime)
             turn = await self.core.aoverflow(

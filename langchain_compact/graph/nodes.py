@@ -15,7 +15,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.exceptions import ContextOverflowError as ProviderOverflowError
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
@@ -24,7 +23,7 @@ from langgraph.types import Command
 from langchain_compact._defaults import resolve_context_window
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import Compactor, Turn, thread_id_of
-from langchain_compact.errors import CompactionError, ContextOverflowError
+from langchain_compact.errors import CompactionError, ContextOverflowError, is_provider_overflow
 from langchain_compact.markers import Action
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
@@ -220,15 +219,17 @@ class CompactionNodes:
         def call(state: Any, config: RunnableConfig) -> Any:
             try:
                 return node.invoke(state, config)
-            except ProviderOverflowError as exc:
+            except Exception as exc:
+                if not is_provider_overflow(exc) or not isinstance(state, Mapping):
+                    raise
                 turn = self._overflowed(state, config, exc)
                 return self._merged(turn, node.invoke(self._retry_state(state, turn), config))
 
         async def acall(state: Any, config: RunnableConfig) -> Any:
             try:
                 return await node.ainvoke(state, config)
-            except ProviderOverflowError as exc:
-                if isinstance(exc, ContextOverflowError) or not isinstance(state, Mapping):
+            except Exception as exc:
+                if not is_provider_overflow(exc) or not isinstance(state, Mapping):
                     raise
                 turn = await self.core.aoverflow(
                     self._messages(dict(state)), thread_id_of(config), run_config=config
@@ -239,9 +240,7 @@ class CompactionNodes:
 
         return RunnableLambda(call, afunc=acall, name=name)
 
-    def _overflowed(self, state: Any, config: RunnableConfig, exc: Exception) -> Turn:
-        if isinstance(exc, ContextOverflowError) or not isinstance(state, Mapping):
-            raise exc
+    def _overflowed(self, state: Mapping[str, Any], config: RunnableConfig, exc: Exception) -> Turn:
         messages = self._messages(dict(state))
         turn = self.core.overflow(messages, thread_id_of(config), run_config=config)
         self._check(turn, exc)

@@ -47,6 +47,18 @@ def fetch(step: int) -> str:
     return _payload(step)
 
 
+def _llamacpp_refusal(text: str) -> Exception:
+    """What ``ChatOpenAI`` raises for llama-cpp-python's HTTP 400 answer to a request over
+    its context (checked against the real server in
+    tests/integration/test_overflow_real_server.py)."""
+    import httpx
+    from langchain_openai.chat_models.base import OpenAIInvalidRequestError
+
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = httpx.Response(400, request=request)
+    return OpenAIInvalidRequestError(message=text, response=response, body=None)
+
+
 class EnforcingModel(BaseChatModel):
     """Calls ``fetch`` once per turn for ``turns`` turns, then answers; refuses any input
     over ``enforced`` tokens (o200k) the way a provider does, and reports usage."""
@@ -56,6 +68,9 @@ class EnforcingModel(BaseChatModel):
     calls: int = 0
     refusals: int = 0
     sizes: list[int] = Field(default_factory=list)
+    llamacpp: bool = False
+    """Refuse the way ChatOpenAI reports llama-cpp-python's server answer (an
+    invalid-request error, not langchain-core's ContextOverflowError)."""
 
     @property
     def _llm_type(self) -> str:
@@ -74,10 +89,14 @@ class EnforcingModel(BaseChatModel):
         tokens = _COUNT(messages)
         if tokens > self.enforced:
             self.refusals += 1
-            raise CoreOverflow(
+            text = (
                 f"This model's maximum context length is {self.enforced} tokens. However, "
-                f"your messages resulted in {tokens} tokens."
+                f"you requested {tokens + 64} tokens ({tokens} in the messages, 64 in the "
+                "completion). Please reduce the length of the messages or completion."
             )
+            if self.llamacpp:
+                raise _llamacpp_refusal(text)
+            raise CoreOverflow(text)
         self.sizes.append(tokens)
         self.calls += 1
         usage = {"input_tokens": tokens, "output_tokens": 20, "total_tokens": tokens + 20}
@@ -328,3 +347,47 @@ def test_lcel_second_refusal_raises() -> None:
     chain = with_overflow_retry(model, config=_config())
     with pytest.raises(CoreOverflow):
         chain.invoke([HumanMessage("Task: fetch every step " * 20, id="t")])
+
+
+# --------------------------------------------------------------------------- llama.cpp's answer
+
+
+def test_is_provider_overflow() -> None:
+    from langchain_core.exceptions import ModelInvalidRequestError
+
+    from langchain_compact.errors import is_provider_overflow
+
+    assert is_provider_overflow(CoreOverflow("too long"))
+    assert is_provider_overflow(_llamacpp_refusal("This model's maximum context length is 512"))
+    assert not is_provider_overflow(ContextOverflowError("a stop"))
+    assert not is_provider_overflow(ModelInvalidRequestError("bad tool schema"))
+    assert not is_provider_overflow(ValueError("maximum context length"))  # not a model error
+
+
+def test_llamacpp_answer_is_handled_by_the_middleware() -> None:
+    model = EnforcingModel(llamacpp=True)
+    out = _agent(model).invoke(
+        {"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 200}
+    )
+    _check_run(model, out["messages"])
+
+
+def test_llamacpp_answer_is_handled_by_the_graph() -> None:
+    from langchain_compact.graph import create_compacting_agent
+
+    model = EnforcingModel(llamacpp=True)
+    agent = create_compacting_agent(
+        model, [fetch], config=_config(), archive=None, recall_tool=False
+    )
+    out = agent.invoke({"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 300})
+    _check_run(model, out["messages"])
+
+
+def test_llamacpp_answer_is_handled_by_lcel() -> None:
+    from langchain_compact.lcel import with_overflow_retry
+
+    model = EnforcingModel(llamacpp=True)
+    chain = with_overflow_retry(model, config=_config())
+    history = _chain_run(chain, invoke=lambda c, h: c.invoke(h))
+    assert history[-1].content == f"done after {TURNS} steps"
+    assert model.refusals == 1
