@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -84,7 +85,13 @@ from langchain_compact.microcompact import (
     micro_compact_with_count,
     unread_start,
 )
-from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
+from langchain_compact.summarizers import (
+    FOCUS_HEADING,
+    ExtractiveSummarizer,
+    Summarizer,
+    current_focus,
+    focusing,
+)
 from langchain_compact.tokens import (
     TokenCounter,
     aload_tokenizers,
@@ -704,7 +711,8 @@ class Compactor:
         using ``prepared`` (a summary prepared before the trigger) when it still matches."""
         started = time.perf_counter()
         with self._learning(messages):
-            result = self._carried(compact_history(messages, **self._kwargs(thread_id, prepared)))
+            result = compact_history(messages, **self._kwargs(thread_id, prepared))
+            result = _focused(self._carried(result), current_focus())
         self._report(result, time.perf_counter() - started)
         return result
 
@@ -716,7 +724,8 @@ class Compactor:
         started = time.perf_counter()
         with self._learning(messages):
             kwargs = self._kwargs(thread_id, prepared)
-            result = self._carried(await acompact_history(messages, **kwargs))
+            result = await acompact_history(messages, **kwargs)
+            result = _focused(self._carried(result), current_focus())
         self._report(result, time.perf_counter() - started)
         return result
 
@@ -840,6 +849,83 @@ class Compactor:
         return replace(
             done, outcome="stopped", transition="stopped", stop=stopped.stop, reason=reason
         )
+
+    # ------------------------------------------------------------------ on demand
+
+    def on_demand_refusal(self, messages: Sequence[BaseMessage]) -> str:
+        """Why a compaction asked for now does not run (``""``: it runs). The rules of a
+        triggered one: ``max_compactions``, and the cooldown (at least one model turn since
+        the last compaction, ``cooldown_turns`` when larger), so an agent calling the
+        compaction tool again and again cannot loop."""
+        info = compaction_info(messages)
+        cap = self.config.max_compactions
+        if cap is not None and info.count >= cap:
+            return f"the compaction limit max_compactions={cap} is reached"
+        wait = max(1, self.config.cooldown_turns)
+        if info.count and info.turns_since < wait:
+            return (
+                f"a compaction ran {info.turns_since} model turn(s) ago; the next one may run "
+                f"after {wait}"
+            )
+        return ""
+
+    def compact_now(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        focus: str | None = None,
+        run_config: Any = None,
+        write_stop: bool = True,
+    ) -> Turn:
+        """A full compaction asked for now (by the application, a human or the agent's
+        ``compact_conversation`` tool), whatever the trigger says, with ``focus``: what the
+        summary must keep first (the summarizer is told, and the summary starts with a
+        ``## 0. Focus`` section listing the facts about it from the compacted span). The
+        same compaction a trigger runs (archive, fidelity, boundary, the check after it),
+        refused by the same limits (:meth:`on_demand_refusal`): then the outcome is
+        ``"continue"`` with the reason, and nothing changed."""
+        with self._learning(messages), _recording() as events:
+            refusal = self.on_demand_refusal(messages)
+            if refusal:
+                before = list(messages)
+                emit({"event": "compaction_refused", "reason": refusal})
+                turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
+            else:
+                emit({"event": "compaction_on_demand", "focus": focus})
+                with focusing(focus):
+                    done = self.compaction(messages, thread_id, run_config=run_config)
+                turn = self._on_demand(messages, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    async def acompact_now(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        focus: str | None = None,
+        run_config: Any = None,
+        write_stop: bool = True,
+    ) -> Turn:
+        """Async twin of :meth:`compact_now`."""
+        await self.aready()
+        with self._learning(messages), _recording() as events:
+            refusal = self.on_demand_refusal(messages)
+            if refusal:
+                before = list(messages)
+                emit({"event": "compaction_refused", "reason": refusal})
+                turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
+            else:
+                emit({"event": "compaction_on_demand", "focus": focus})
+                with focusing(focus):
+                    done = await self.acompaction(messages, thread_id, run_config=run_config)
+                turn = self._on_demand(messages, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    def _on_demand(self, messages: Sequence[BaseMessage], done: Turn, write_stop: bool) -> Turn:
+        if done.outcome != "compacted":
+            return done
+        return self._settled(Turn("continue", "continue", list(messages)), done, write_stop)
 
     # ------------------------------------------------------------------ the provider's refusal
 
@@ -1073,3 +1159,46 @@ class Compactor:
         with _recording() as events:
             message = self.stop(before, reason) if write_stop else None
         return Turn("stopped", "stopped", before, stop=message, reason=reason, events=tuple(events))
+
+
+#: Words a focus is matched on: at least three letters or digits.
+_FOCUS_WORD = re.compile(r"[\w./:-]{3,}")
+_FOCUS_STOP = frozenset({"the", "and", "for", "with", "about", "focus", "keep", "that", "this"})
+#: Lines the focus section lists at most, and characters of each.
+FOCUS_LINES, FOCUS_LINE_CHARS = 15, 200
+
+
+def focus_facts(messages: Sequence[BaseMessage], focus: str) -> list[str]:
+    """The lines of ``messages`` about ``focus`` (holding one of its words), in order, each
+    once, bounded: what a focused summary lists first."""
+    words = {w.lower() for w in _FOCUS_WORD.findall(focus)} - _FOCUS_STOP
+    if not words:
+        return []
+    found: list[str] = []
+    for message in messages:
+        text = message.text if isinstance(message.content, list) else str(message.content)
+        for line in text.splitlines():
+            line = line.strip()
+            low = line.lower()
+            if line and line not in found and any(w in low for w in words):
+                found.append(line[:FOCUS_LINE_CHARS])
+                if len(found) >= FOCUS_LINES:
+                    return found
+    return found
+
+
+def _focused(result: CompactionResult, focus: str | None) -> CompactionResult:
+    """The result with its summary starting with the focus section (unless the summarizer
+    wrote one), and the focus on the boundary's marker."""
+    if not focus or result.summary is None:
+        return result
+    old = result.summary
+    text = str(old.content)
+    if FOCUS_HEADING not in text:
+        facts = focus_facts(result.compacted, focus) or ["unknown: nothing in this span"]
+        section = f"{FOCUS_HEADING}: {focus}\n" + "\n".join(f"- {f}" for f in facts) + "\n\n"
+        at = text.find("## ")
+        text = text[:at] + section + text[at:] if at >= 0 else f"{section}{text}"
+    summary = with_meta(old.model_copy(update={"content": text}), focus=focus)
+    messages = [summary if m is old or (m.id and m.id == old.id) else m for m in result.messages]
+    return replace(result, summary=summary, messages=messages)
