@@ -326,6 +326,30 @@ class MessageCompactor:
             self._start_preparing(turn.messages, thread_id)
         return out
 
+    def compact_now(
+        self, messages: Any, config: RunnableConfig | None = None, *, focus: str | None = None
+    ) -> list[BaseMessage]:
+        """Compact ``messages`` now, whatever the trigger says, with ``focus`` kept first in
+        the summary (:meth:`Compactor.compact_now`; refused by the same limits, then the
+        list comes back as a call would give it). Memoised like a triggered compaction: the
+        next call with the grown raw history replays it."""
+        thread_id = self._thread(config)
+        raw, digests, keys, before = self._input(messages)
+        with self.core.narrowed(self.learned_window(thread_id)):
+            turn = self.core.compact_now(before, thread_id, focus=focus, write_stop=False)
+        return self._output(raw, digests, keys, turn)
+
+    async def acompact_now(
+        self, messages: Any, config: RunnableConfig | None = None, *, focus: str | None = None
+    ) -> list[BaseMessage]:
+        """Async twin of :meth:`compact_now`."""
+        await self.core.aready()
+        thread_id = self._thread(config)
+        raw, digests, keys, before = self._input(messages)
+        with self.core.narrowed(self.learned_window(thread_id)):
+            turn = await self.core.acompact_now(before, thread_id, focus=focus, write_stop=False)
+        return self._output(raw, digests, keys, turn)
+
     def as_runnable(self) -> Runnable[Any, list[BaseMessage]]:
         """This compactor as a ``Runnable`` (sync and async)."""
         return RunnableLambda(self.__call__, afunc=self.acompact, name="compact_messages")

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
 
 from langchain_compact import CompactionConfig
 from langchain_compact.core import Compactor
@@ -77,3 +83,129 @@ def test_llm_summarizer_is_told_the_focus() -> None:
     assert "focus on: the database" in str(request[0].content)
     assert "## 0. Focus" in str(request[0].content)
     assert "focus" not in str(summarizer._request([HumanMessage("hi")], 500)[0].content).lower()
+
+
+# --------------------------------------------------------------------------- the tool
+
+
+@tool
+def probe(service: str) -> str:
+    """Probe one service."""
+    body = "\n".join(f"{service} metric {k}: {k * 3}" for k in range(20))
+    extra = (
+        "\ndatabase password rotated: vault/db-7 expires 2027-03-01" if service == "svc2" else ""
+    )
+    return body + extra
+
+
+class Scripted(BaseChatModel):
+    """Probes svc1..svc4, asks for a compaction focused on the vault, probes svc5, answers."""
+
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-on-demand"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.calls += 1
+        n = self.calls
+        if n <= 4 or n == 6:
+            step = n if n <= 4 else 5
+            call = {"name": "probe", "args": {"service": f"svc{step}"}, "id": f"p{n}"}
+            msg = AIMessage("", tool_calls=[call])
+        elif n == 5:
+            call = {"name": "compact_conversation", "args": {"focus": "vault"}, "id": "k1"}
+            msg = AIMessage("", tool_calls=[call])
+        else:
+            msg = AIMessage("audit done")
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+def _check_tool_run(messages: list[BaseMessage]) -> None:
+    assert messages[-1].content == "audit done"
+    summary = _summary(messages)
+    assert "vault/db-7 expires 2027-03-01" in _first_section(summary)
+    answers = [m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "k1"]
+    assert len(answers) == 1 and answers[0].text.startswith("Compacted:")
+    ids = [m.id for m in messages]
+    assert len(ids) == len(set(ids))
+
+
+def test_the_tool_through_the_prebuilt_agent() -> None:
+    from langchain_compact.graph import create_compacting_agent
+
+    agent = create_compacting_agent(
+        Scripted(),
+        [probe],
+        config=CompactionConfig(context_window=WINDOW, keep_last_n=2),
+        archive=None,
+        recall_tool=False,
+        compact_tool=True,
+    )
+    out = agent.invoke({"messages": [("user", "Task: audit the services")]})
+    _check_tool_run(out["messages"])
+
+
+def test_the_tool_through_the_middleware() -> None:
+    from langchain.agents import create_agent
+
+    from langchain_compact.graph import make_compact_tool
+    from langchain_compact.middleware import CompactionMiddleware
+
+    middleware = CompactionMiddleware(config=CompactionConfig(context_window=WINDOW, keep_last_n=2))
+    agent = create_agent(
+        model=Scripted(), tools=[probe, make_compact_tool(middleware)], middleware=[middleware]
+    )
+    out = agent.invoke({"messages": [("user", "Task: audit the services")]})
+    _check_tool_run(out["messages"])
+
+
+def test_the_application_compacts_a_graph_thread() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from langchain_compact.graph import compact_thread, create_compacting_agent
+
+    cfg = CompactionConfig(context_window=WINDOW, keep_last_n=2)
+    model = Scripted(calls=1)  # probes svc2..svc4, then (call 5) would ask; stop it before
+    agent = create_compacting_agent(
+        model, [probe], config=cfg, archive=None, recall_tool=False, checkpointer=InMemorySaver()
+    )
+    run: Any = {"configurable": {"thread_id": "app"}}
+    agent.invoke(
+        {"messages": [("user", "Task: audit the services")]}, run, interrupt_before=["tools"]
+    )
+    for _ in range(3):
+        agent.invoke(None, run, interrupt_before=["tools"])
+    turn = compact_thread(agent, run, Compactor(config=cfg), focus="vault")
+    assert turn.outcome == "compacted"
+    state = agent.get_state(run).values["messages"]
+    assert "vault/db-7" in _first_section(_summary(state))
+
+
+def test_lcel_compact_now_with_a_focus_and_memo() -> None:
+    from langchain_compact.lcel import MessageCompactor
+
+    compactor = MessageCompactor(config=CompactionConfig(context_window=WINDOW, keep_last_n=2))
+    history = _history()
+    out = compactor.compact_now(history, focus="database password")
+    assert len(out) < len(history)
+    assert "vault/db-7" in _first_section(_summary(out))
+    grown = [*history, HumanMessage("next?", id="n")]
+    replayed = compactor(grown)
+    assert _summary(replayed).content == _summary(out).content
+    out_async = asyncio.run(
+        MessageCompactor(
+            config=CompactionConfig(context_window=WINDOW, keep_last_n=2)
+        ).acompact_now(history, focus="vault")
+    )
+    assert "vault/db-7" in _first_section(_summary(out_async))
