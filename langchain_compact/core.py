@@ -114,6 +114,7 @@ __all__ = [
     "compaction_report",
     "emit",
     "thread_id_of",
+    "with_focus",
 ]
 
 logger = logging.getLogger("langchain_compact")
@@ -712,7 +713,7 @@ class Compactor:
         started = time.perf_counter()
         with self._learning(messages):
             result = compact_history(messages, **self._kwargs(thread_id, prepared))
-            result = _focused(self._carried(result), current_focus())
+            result = with_focus(self._carried(result), current_focus())
         self._report(result, time.perf_counter() - started)
         return result
 
@@ -725,7 +726,7 @@ class Compactor:
         with self._learning(messages):
             kwargs = self._kwargs(thread_id, prepared)
             result = await acompact_history(messages, **kwargs)
-            result = _focused(self._carried(result), current_focus())
+            result = with_focus(self._carried(result), current_focus())
         self._report(result, time.perf_counter() - started)
         return result
 
@@ -1187,9 +1188,10 @@ def focus_facts(messages: Sequence[BaseMessage], focus: str) -> list[str]:
     return found
 
 
-def _focused(result: CompactionResult, focus: str | None) -> CompactionResult:
+def with_focus(result: CompactionResult, focus: str | None) -> CompactionResult:
     """The result with its summary starting with the focus section (unless the summarizer
-    wrote one), and the focus on the boundary's marker."""
+    wrote one: it is told to, :func:`~langchain_compact.summarizers.focusing`), and the
+    focus on the boundary's marker. For a caller of ``compact_history`` (the CLI)."""
     if not focus or result.summary is None:
         return result
     old = result.summary

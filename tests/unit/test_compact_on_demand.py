@@ -209,3 +209,22 @@ def test_lcel_compact_now_with_a_focus_and_memo() -> None:
         ).acompact_now(history, focus="vault")
     )
     assert "vault/db-7" in _first_section(_summary(out_async))
+
+
+def test_cli_compact_focus(tmp_path: Any) -> None:
+    import json
+
+    from langchain_core.messages import messages_from_dict, messages_to_dict
+
+    from langchain_compact.cli import main
+
+    source = tmp_path / "lc.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in messages_to_dict(_history())))
+    out_file = tmp_path / "out.jsonl"
+    argv = [source, "-o", out_file, "--archive", tmp_path / "a", "--thread-id", "t"]
+    code = main(["compact", *map(str, argv), "--focus", "database password"])
+    assert code == 0
+    back = messages_from_dict([json.loads(line) for line in out_file.read_text().splitlines()])
+    first = _first_section(_summary(back))
+    assert first.startswith("## 0. Focus: database password")
+    assert "vault/db-7 expires 2027-03-01" in first
