@@ -391,3 +391,29 @@ def test_llamacpp_answer_is_handled_by_lcel() -> None:
     history = _chain_run(chain, invoke=lambda c, h: c.invoke(h))
     assert history[-1].content == f"done after {TURNS} steps"
     assert model.refusals == 1
+
+
+def test_each_refusal_is_followed_by_one_compaction_then_the_retry() -> None:
+    from langchain_compact.graph import create_compacting_agent
+    from langchain_compact.markers import EVENT_KEY
+
+    model = EnforcingModel()
+    agent = create_compacting_agent(
+        model, [fetch], config=_config(), archive=None, recall_tool=False
+    )
+    events: list[str] = []
+    last: Any = None
+    for mode, chunk in agent.stream(
+        {"messages": [("user", "Task: fetch every step")]},
+        {"recursion_limit": 300},
+        stream_mode=["custom", "values"],
+    ):
+        if mode == "custom":
+            events.append(chunk[EVENT_KEY]["event"])
+        else:
+            last = chunk
+    assert events.count("provider_overflow") == 1
+    at = events.index("provider_overflow")
+    assert events[at + 1] == "compaction"
+    assert last["messages"][-1].content == f"done after {TURNS} steps"
+    assert model.refusals == 1 and model.calls == TURNS + 1
