@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -57,6 +58,7 @@ from langchain_compact._prepare import (
     repeat_turn,
     usable_prefix,
 )
+from langchain_compact._scan import history_facts
 from langchain_compact.compaction import (
     CompactionResult,
     Decision,
@@ -70,12 +72,26 @@ from langchain_compact.compaction import (
 )
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, ConfigError
-from langchain_compact.markers import EVENT_KEY, KIND_SUMMARY, Transition, get_meta, kind_of
+from langchain_compact.markers import (
+    EVENT_KEY,
+    KIND_SUMMARY,
+    Transition,
+    get_meta,
+    kind_of,
+    newest_boundary,
+    with_meta,
+)
 from langchain_compact.microcompact import (
     micro_compact_with_count,
     unread_start,
 )
-from langchain_compact.summarizers import ExtractiveSummarizer, Summarizer
+from langchain_compact.summarizers import (
+    FOCUS_HEADING,
+    ExtractiveSummarizer,
+    Summarizer,
+    current_focus,
+    focusing,
+)
 from langchain_compact.tokens import (
     TokenCounter,
     aload_tokenizers,
@@ -90,6 +106,7 @@ if TYPE_CHECKING:
     from langchain_compact.memory import CompactionMemory
 
 __all__ = [
+    "PROVIDER_WINDOW_KEY",
     "CompactionKeys",
     "Compactor",
     "MicroStep",
@@ -99,6 +116,7 @@ __all__ = [
     "compaction_report",
     "emit",
     "thread_id_of",
+    "with_focus",
 ]
 
 logger = logging.getLogger("langchain_compact")
@@ -106,6 +124,13 @@ logger = logging.getLogger("langchain_compact")
 DEFAULT_THREAD_ID = "default"
 """Archive thread of a run whose config has no ``configurable.thread_id``."""
 
+
+PROVIDER_WINDOW_KEY = "provider_window"
+"""Boundary marker key: the window (in the compactor's count) a provider's refusal for
+length taught the thread; every later compaction carries it on (:meth:`Compactor.overflow`)."""
+
+#: (id of the compactor, window) while a step runs under a learned window.
+_WINDOW: ContextVar[tuple[int, int] | None] = ContextVar("langchain_compact_window", default=None)
 
 #: The events of the turn (or stage) being run, for :attr:`Turn.events`.
 _TURN_EVENTS: ContextVar[list[dict[str, Any]] | None] = ContextVar(
@@ -330,7 +355,9 @@ class Compactor:
                 "(model=...) to read it from its profile, or use "
                 "resolve_context_window(config, model)."
             )
-        self.config = config
+        self._config = config
+        # learned windows -> the config narrowed to them (a provider refused for length)
+        self._narrowed: dict[int, CompactionConfig] = {}
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.archive = archive
         self.counter = counter
@@ -344,6 +371,60 @@ class Compactor:
         """Whether summaries are prepared before the trigger (``config.prepare``, else on
         for an LLM summarizer)."""
         preload_precise_counter()  # off the hot path: ready before the first clearing
+
+    # ------------------------------------------------------------------ the learned window
+
+    @property
+    def config(self) -> CompactionConfig:
+        """The settings in use: the configured ones, with ``context_window`` narrowed to the
+        window learned from a provider's refusal while a step runs on a history that
+        records one (:meth:`learned_window`, :meth:`overflow`)."""
+        window = self._window()
+        base = self._config
+        if window is None or base.context_window is None or window >= base.context_window:
+            return base
+        narrowed = self._narrowed.get(window)
+        if narrowed is None:
+            narrowed = replace(base, context_window=window)
+            self._narrowed[window] = narrowed
+        return narrowed
+
+    def _window(self) -> int | None:
+        held = _WINDOW.get()
+        return held[1] if held is not None and held[0] == id(self) else None
+
+    @contextmanager
+    def narrowed(self, window: int | None) -> Iterator[None]:
+        """Run the steps inside with the window narrowed to ``window`` (never widened; a
+        ``None`` changes nothing): the learned window of a thread whose history does not
+        carry it (LCEL keeps it per thread)."""
+        current = self._window()
+        if window is None or (current is not None and current <= window):
+            yield
+            return
+        token = _WINDOW.set((id(self), max(1, int(window))))
+        try:
+            yield
+        finally:
+            _WINDOW.reset(token)
+
+    @staticmethod
+    def learned_window(messages: Sequence[BaseMessage]) -> int | None:
+        """The window a provider's refusal taught this history (``provider_window`` on its
+        newest boundary, carried from compaction to compaction), in the units of the
+        compactor's count; ``None`` when no refusal was learned."""
+        facts = history_facts(messages)
+        if facts is not None:
+            meta = facts.boundary_meta
+        else:
+            b, _kept = newest_boundary(messages)
+            meta = get_meta(messages[b]) if b >= 0 else {}
+        value = meta.get(PROVIDER_WINDOW_KEY)
+        return value if isinstance(value, int) and value > 0 else None
+
+    def _learning(self, messages: Sequence[BaseMessage]) -> Any:
+        """:meth:`narrowed` to the window ``messages`` learned, if any."""
+        return self.narrowed(self.learned_window(messages))
 
     # ------------------------------------------------------------------ counting, deciding
 
@@ -377,8 +458,10 @@ class Compactor:
             tokens = self._counted(messages)
         if tokens is None and self.verify_anchor:
             tokens = self.count(messages)
+        with self._learning(messages):
+            config = self.config
         return decide(
-            messages, config=self.config, counter=self.counter, tools=self.tools, tokens=tokens
+            messages, config=config, counter=self.counter, tools=self.tools, tokens=tokens
         )
 
     def after_compaction(self, messages: Sequence[BaseMessage]) -> Literal["continue", "stop"]:
@@ -600,13 +683,16 @@ class Compactor:
     def prepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
         """Run :meth:`prepare_steps` (I/O done synchronously)."""
         started = time.perf_counter()
-        return self._prepared(drive(self.prepare_steps(messages, thread_id)), started)
+        with self._learning(messages):
+            return self._prepared(drive(self.prepare_steps(messages, thread_id)), started)
 
     async def aprepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
         """Async twin of :meth:`prepare`."""
         await self.aready()
         started = time.perf_counter()
-        return self._prepared(await adrive(self.prepare_steps(messages, thread_id)), started)
+        with self._learning(messages):
+            record = await adrive(self.prepare_steps(messages, thread_id))
+        return self._prepared(record, started)
 
     # ------------------------------------------------------------------ full compaction
 
@@ -629,7 +715,9 @@ class Compactor:
         """One full compaction (:func:`~langchain_compact.compaction.compact_history`),
         using ``prepared`` (a summary prepared before the trigger) when it still matches."""
         started = time.perf_counter()
-        result = compact_history(messages, **self._kwargs(thread_id, prepared))
+        with self._learning(messages):
+            result = compact_history(messages, **self._kwargs(thread_id, prepared))
+            result = with_focus(self._carried(result), current_focus())
         self._report(result, time.perf_counter() - started)
         return result
 
@@ -639,9 +727,25 @@ class Compactor:
         """Async twin of :meth:`compact`."""
         await self.aready()
         started = time.perf_counter()
-        result = await acompact_history(messages, **self._kwargs(thread_id, prepared))
+        with self._learning(messages):
+            kwargs = self._kwargs(thread_id, prepared)
+            result = await acompact_history(messages, **kwargs)
+            result = with_focus(self._carried(result), current_focus())
         self._report(result, time.perf_counter() - started)
         return result
+
+    def _carried(self, result: CompactionResult) -> CompactionResult:
+        """The result with the learned window (the one in force) on its boundary, so the
+        thread keeps it after this compaction."""
+        window = self._window()
+        if window is None or result.summary is None:
+            return result
+        summary = with_meta(result.summary, **{PROVIDER_WINDOW_KEY: window})
+        old = result.summary
+        messages = [
+            summary if m is old or (m.id and m.id == old.id) else m for m in result.messages
+        ]
+        return replace(result, summary=summary, messages=messages)
 
     def remember(self, result: CompactionResult, run_config: Any) -> None:
         """Keep the pinned task and summaries in the memory store, when one is configured."""
@@ -693,7 +797,7 @@ class Compactor:
             write_stop: Write the stop message (:attr:`Turn.stop`); ``False`` for a host
                 that cannot end the run (LCEL raises instead).
         """
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             cleared = self.clear(messages, thread_id)
             decision, prepare = self.route(cleared.messages, prepared)
             turn = self._decided(cleared, decision, prepare, write_stop)
@@ -715,7 +819,7 @@ class Compactor:
         write_stop: bool = True,
     ) -> Turn:
         """Async twin of :meth:`turn` (archive, summarizer and memory I/O awaited)."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             cleared = await self.aclear(messages, thread_id)
             decision, prepare = self.route(cleared.messages, prepared)
             turn = self._decided(cleared, decision, prepare, write_stop)
@@ -751,18 +855,172 @@ class Compactor:
             done, outcome="stopped", transition="stopped", stop=stopped.stop, reason=reason
         )
 
+    # ------------------------------------------------------------------ on demand
+
+    def on_demand_refusal(self, messages: Sequence[BaseMessage]) -> str:
+        """Why a compaction asked for now does not run (``""``: it runs). The rules of a
+        triggered one: ``max_compactions``, and the cooldown (at least one model turn since
+        the last compaction, ``cooldown_turns`` when larger), so an agent calling the
+        compaction tool again and again cannot loop."""
+        info = compaction_info(messages)
+        cap = self.config.max_compactions
+        if cap is not None and info.count >= cap:
+            return f"the compaction limit max_compactions={cap} is reached"
+        wait = max(1, self.config.cooldown_turns)
+        if info.count and info.turns_since < wait:
+            return (
+                f"a compaction ran {info.turns_since} model turn(s) ago; the next one may run "
+                f"after {wait}"
+            )
+        return ""
+
+    def compact_now(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        focus: str | None = None,
+        run_config: Any = None,
+        write_stop: bool = True,
+    ) -> Turn:
+        """A full compaction asked for now (by the application, a human or the agent's
+        ``compact_conversation`` tool), whatever the trigger says, with ``focus``: what the
+        summary must keep first (the summarizer is told, and the summary starts with a
+        ``## 0. Focus`` section listing the facts about it from the compacted span). The
+        same compaction a trigger runs (archive, fidelity, boundary, the check after it),
+        refused by the same limits (:meth:`on_demand_refusal`): then the outcome is
+        ``"continue"`` with the reason, and nothing changed."""
+        with self._learning(messages), _recording() as events:
+            refusal = self.on_demand_refusal(messages)
+            if refusal:
+                before = list(messages)
+                emit({"event": "compaction_refused", "reason": refusal})
+                turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
+            else:
+                emit({"event": "compaction_on_demand", "focus": focus})
+                with focusing(focus):
+                    done = self.compaction(messages, thread_id, run_config=run_config)
+                turn = self._on_demand(messages, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    async def acompact_now(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        focus: str | None = None,
+        run_config: Any = None,
+        write_stop: bool = True,
+    ) -> Turn:
+        """Async twin of :meth:`compact_now`."""
+        await self.aready()
+        with self._learning(messages), _recording() as events:
+            refusal = self.on_demand_refusal(messages)
+            if refusal:
+                before = list(messages)
+                emit({"event": "compaction_refused", "reason": refusal})
+                turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
+            else:
+                emit({"event": "compaction_on_demand", "focus": focus})
+                with focusing(focus):
+                    done = await self.acompaction(messages, thread_id, run_config=run_config)
+                turn = self._on_demand(messages, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    def _on_demand(self, messages: Sequence[BaseMessage], done: Turn, write_stop: bool) -> Turn:
+        if done.outcome != "compacted":
+            return done
+        return self._settled(Turn("continue", "continue", list(messages)), done, write_stop)
+
+    # ------------------------------------------------------------------ the provider's refusal
+
+    def overflow_window(self, messages: Sequence[BaseMessage]) -> int:
+        """The window a provider's refusal of ``messages`` teaches: the provider counted
+        that input at its window or more, so in the compactor's count the window is at most
+        the count of ``messages`` (and never above the window in force)."""
+        with self._learning(messages):
+            window = self.config.context_window or 0
+            tokens = self.count(messages)
+        return max(1, min(window, tokens)) if window else max(1, tokens)
+
+    def overflow(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        run_config: Any = None,
+        write_stop: bool = True,
+        window: int | None = None,
+    ) -> Turn:
+        """The provider refused the call on ``messages`` for its length: learn the window
+        (:meth:`overflow_window`, or ``window``), and run a forced compaction to the
+        budget of that window (archive, fidelity, boundary as a triggered one; the learned
+        window is recorded on the boundary, ``provider_window``, and carried by every later
+        compaction, so the next estimate of a history that size is not below it).
+
+        Returns the :class:`Turn` to retry with: ``"compacted"`` (retry the call with
+        :attr:`Turn.messages`), or ``"stopped"`` when nothing is left to compact or the
+        smallest context cannot fit the learned window (raise the refusal then)."""
+        learned = window or self.overflow_window(messages)
+        with self.narrowed(learned), _recording() as events:
+            self._refused(messages, learned)
+            done = self.compaction(messages, thread_id, run_config=run_config)
+            turn = self._forced(messages, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    async def aoverflow(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        run_config: Any = None,
+        write_stop: bool = True,
+        window: int | None = None,
+    ) -> Turn:
+        """Async twin of :meth:`overflow`."""
+        await self.aready()
+        learned = window or self.overflow_window(messages)
+        with self.narrowed(learned), _recording() as events:
+            self._refused(messages, learned)
+            done = await self.acompaction(messages, thread_id, run_config=run_config)
+            turn = self._forced(messages, done, write_stop)
+        return replace(turn, events=tuple(events))
+
+    def _refused(self, messages: Sequence[BaseMessage], window: int) -> None:
+        configured = self._config.context_window
+        emit({"event": "provider_overflow", "window": window, "configured": configured})
+        logger.warning(
+            "the provider refused a call of ~%d tokens for its length (configured window %s): "
+            "compacting to a window of %d and retrying",
+            self.count(messages),
+            configured,
+            window,
+        )
+
+    def _forced(self, messages: Sequence[BaseMessage], done: Turn, write_stop: bool) -> Turn:
+        before = Turn("continue", "continue", list(messages))
+        if done.outcome == "continue":  # nothing to compact: the refusal stands
+            reason = (
+                f"the provider refused the call for its length and nothing is left to compact "
+                f"({done.reason or 'no span before the kept tail'})"
+            )
+            return self._stopping(before.messages, reason, write_stop)
+        if done.outcome == "stopped":
+            return done
+        return self._settled(before, done, write_stop)
+
     # ------------------------------------------------------------------ stages of the turn
 
     def clear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
         """The turn's first stage: micro-compaction (:meth:`micro`) as a :class:`Turn`
         (``"continue"``; transition ``"micro_compacted"`` when it replaced anything)."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             step = self.micro(messages, thread_id)
         return self._cleared(step, events)
 
     async def aclear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
         """Async twin of :meth:`clear`."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             step = await self.amicro(messages, thread_id)
         return self._cleared(step, events)
 
@@ -780,12 +1038,13 @@ class Compactor:
     def route(self, messages: Sequence[BaseMessage], prepared: Any = None) -> tuple[Decision, bool]:
         """The decision before the model call (:meth:`decide`) and whether to prepare a
         summary beside it (:meth:`prepare_due`; never while a :class:`Pending` job runs)."""
-        decision = self.decide(messages)
-        if isinstance(prepared, Pending):
-            if prepared.running:
-                return decision, False
-            prepared = prepared.ready
-        return decision, self.prepare_due(messages, decision, prepared)
+        with self._learning(messages):
+            decision = self.decide(messages)
+            if isinstance(prepared, Pending):
+                if prepared.running:
+                    return decision, False
+                prepared = prepared.ready
+            return decision, self.prepare_due(messages, decision, prepared)
 
     def compaction(
         self,
@@ -800,7 +1059,7 @@ class Compactor:
         (:meth:`after_step`): ``"compacted"``, ``"continue"`` with transition
         ``"nothing_to_compact"``, or ``"stopped"`` with transition ``"summarizer_failed"``
         when it failed (:attr:`Turn.error`)."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             try:
                 result = self.compact(messages, thread_id, prepared=prepared)
             except CompactionError as exc:
@@ -817,7 +1076,7 @@ class Compactor:
         run_config: Any = None,
     ) -> Turn:
         """Async twin of :meth:`compaction`."""
-        with _recording() as events:
+        with self._learning(messages), _recording() as events:
             try:
                 result = await self.acompact(messages, thread_id, prepared=prepared)
             except CompactionError as exc:
@@ -868,9 +1127,11 @@ class Compactor:
         nothing goes on when the call fits as it is; a failed one stops."""
         if transition not in ("compacted", "nothing_to_compact"):
             return "stop"
-        if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
-            return "continue" if self.count(messages) <= (self.config.fit_tokens or 0) else "stop"
-        return self.after_compaction(messages)
+        with self._learning(messages):
+            if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
+                fit = self.config.fit_tokens or 0
+                return "continue" if self.count(messages) <= fit else "stop"
+            return self.after_compaction(messages)
 
     def stop_reason(
         self, messages: Sequence[BaseMessage], transition: Any, reason: Any = None
@@ -894,11 +1155,56 @@ class Compactor:
     ) -> Turn:
         """The turn's stop stage, after the step that ``transition`` names (with its
         ``reason``, the state's ``stop_reason``): the stop message as a :class:`Turn`."""
-        why = self.stop_reason(messages, transition, reason)
-        return self._stopping(messages, why, write_stop)
+        with self._learning(messages):
+            why = self.stop_reason(messages, transition, reason)
+            return self._stopping(messages, why, write_stop)
 
     def _stopping(self, messages: Sequence[BaseMessage], reason: str, write_stop: bool) -> Turn:
         before = messages if isinstance(messages, list) else list(messages)
         with _recording() as events:
             message = self.stop(before, reason) if write_stop else None
         return Turn("stopped", "stopped", before, stop=message, reason=reason, events=tuple(events))
+
+
+#: Words a focus is matched on: at least three letters or digits.
+_FOCUS_WORD = re.compile(r"[\w./:-]{3,}")
+_FOCUS_STOP = frozenset({"the", "and", "for", "with", "about", "focus", "keep", "that", "this"})
+#: Lines the focus section lists at most, and characters of each.
+FOCUS_LINES, FOCUS_LINE_CHARS = 15, 200
+
+
+def focus_facts(messages: Sequence[BaseMessage], focus: str) -> list[str]:
+    """The lines of ``messages`` about ``focus`` (holding one of its words), in order, each
+    once, bounded: what a focused summary lists first."""
+    words = {w.lower() for w in _FOCUS_WORD.findall(focus)} - _FOCUS_STOP
+    if not words:
+        return []
+    found: list[str] = []
+    for message in messages:
+        text = message.text if isinstance(message.content, list) else str(message.content)
+        for line in text.splitlines():
+            line = line.strip()
+            low = line.lower()
+            if line and line not in found and any(w in low for w in words):
+                found.append(line[:FOCUS_LINE_CHARS])
+                if len(found) >= FOCUS_LINES:
+                    return found
+    return found
+
+
+def with_focus(result: CompactionResult, focus: str | None) -> CompactionResult:
+    """The result with its summary starting with the focus section (unless the summarizer
+    wrote one: it is told to, :func:`~langchain_compact.summarizers.focusing`), and the
+    focus on the boundary's marker. For a caller of ``compact_history`` (the CLI)."""
+    if not focus or result.summary is None:
+        return result
+    old = result.summary
+    text = str(old.content)
+    if FOCUS_HEADING not in text:
+        facts = focus_facts(result.compacted, focus) or ["unknown: nothing in this span"]
+        section = f"{FOCUS_HEADING}: {focus}\n" + "\n".join(f"- {f}" for f in facts) + "\n\n"
+        at = text.find("## ")
+        text = text[:at] + section + text[at:] if at >= 0 else f"{section}{text}"
+    summary = with_meta(old.model_copy(update={"content": text}), focus=focus)
+    messages = [summary if m is old or (m.id and m.id == old.id) else m for m in result.messages]
+    return replace(result, summary=summary, messages=messages)

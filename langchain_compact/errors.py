@@ -6,7 +6,10 @@ what to do about it.
 
 from __future__ import annotations
 
+import re
+
 from langchain_core.exceptions import ContextOverflowError as _CoreContextOverflowError
+from langchain_core.exceptions import ModelError
 
 __all__ = [
     "ArchiveError",
@@ -18,6 +21,7 @@ __all__ = [
     "CorruptRecordError",
     "InvalidHistoryError",
     "SummarizerError",
+    "is_provider_overflow",
 ]
 
 
@@ -89,3 +93,36 @@ class CorruptRecordError(ArchiveError):
 
 class ArchiveWarning(UserWarning):
     """An unreadable archive record was skipped while searching (the others are used)."""
+
+
+#: What providers and OpenAI-compatible servers say when they refuse a call for its length.
+#: llama-cpp-python's server answers HTTP 400 "This model's maximum context length is N
+#: tokens. However, you requested M tokens ..." without OpenAI's ``context_length_exceeded``
+#: code in the text langchain-openai checks, so ``ChatOpenAI`` raises a plain invalid-request
+#: error for it, not langchain-core's ``ContextOverflowError``.
+_LENGTH_REFUSAL = re.compile(
+    r"context_length_exceeded|maximum context length|exceeds? (?:the )?context (?:window|length)"
+    r"|prompt is too long|input tokens exceed|ContextWindowExceeded|reduce the length of the "
+    r"messages",
+    re.IGNORECASE,
+)
+
+
+def is_provider_overflow(exc: BaseException) -> bool:
+    """Whether a model call's error is the provider refusing the call for its length.
+
+    True for langchain-core's ``ContextOverflowError`` (``ChatOpenAI``, ``ChatAnthropic``),
+    and for an invalid-request error (a langchain-core ``ModelError`` or an HTTP 400 / 413
+    error) whose message says so the way OpenAI-compatible servers do: llama-cpp-python's
+    server answers "This model's maximum context length is N tokens", which ``ChatOpenAI``
+    raises as a plain invalid-request error. False for this package's own
+    :class:`ContextOverflowError` (compaction deciding a call cannot fit, not a refusal).
+    """
+    if isinstance(exc, ContextOverflowError):
+        return False
+    if isinstance(exc, _CoreContextOverflowError):
+        return True
+    status = getattr(exc, "status_code", None)
+    if not isinstance(exc, ModelError) and status not in (400, 413):
+        return False
+    return _LENGTH_REFUSAL.search(str(exc)) is not None

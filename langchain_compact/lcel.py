@@ -31,8 +31,13 @@ from langchain_compact._ops import in_daemon_thread
 from langchain_compact._options import check_known, check_options
 from langchain_compact._prepare import boundary_key
 from langchain_compact.config import CompactionConfig
-from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, Pending, Turn, thread_id_of
-from langchain_compact.errors import ConfigError, ContextOverflowError, InvalidHistoryError
+from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, Pending, Turn, emit, thread_id_of
+from langchain_compact.errors import (
+    ConfigError,
+    ContextOverflowError,
+    InvalidHistoryError,
+    is_provider_overflow,
+)
 from langchain_compact.history import last_boundary_index
 from langchain_compact.markers import with_meta
 from langchain_compact.summarizers import Summarizer
@@ -41,7 +46,7 @@ from langchain_compact.tokens import TokenCounter, approximate_tokens
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["MessageCompactor", "compact_messages"]
+__all__ = ["MessageCompactor", "compact_messages", "with_overflow_retry"]
 
 logger = logging.getLogger("langchain_compact")
 
@@ -139,6 +144,9 @@ class MessageCompactor:
         self._preparing: OrderedDict[tuple[str, str], concurrent.futures.Future[Any]] = (
             OrderedDict()
         )
+        # thread -> the window a provider's refusal taught it (the raw history a chain is
+        # called with carries no boundary to keep it on)
+        self._windows: dict[str, int] = {}
 
     @property
     def config(self) -> CompactionConfig:
@@ -296,7 +304,8 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages)
         pending = self._pending(before, thread_id, wait=True)
-        turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False)
+        with self.core.narrowed(self.learned_window(thread_id)):
+            turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False)
         out = self._output(raw, digests, keys, turn)
         if turn.prepare:
             self._start_preparing(turn.messages, thread_id)
@@ -310,15 +319,105 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages)
         pending = self._pending(before, thread_id, wait=False)
-        turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False)
+        with self.core.narrowed(self.learned_window(thread_id)):
+            turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False)
         out = self._output(raw, digests, keys, turn)
         if turn.prepare:
             self._start_preparing(turn.messages, thread_id)
         return out
 
+    def compact_now(
+        self, messages: Any, config: RunnableConfig | None = None, *, focus: str | None = None
+    ) -> list[BaseMessage]:
+        """Compact ``messages`` now, whatever the trigger says, with ``focus`` kept first in
+        the summary (:meth:`Compactor.compact_now`; refused by the same limits, then the
+        list comes back as a call would give it). Memoised like a triggered compaction: the
+        next call with the grown raw history replays it."""
+        thread_id = self._thread(config)
+        raw, digests, keys, before = self._input(messages)
+        with self.core.narrowed(self.learned_window(thread_id)):
+            turn = self.core.compact_now(before, thread_id, focus=focus, write_stop=False)
+        return self._output(raw, digests, keys, turn)
+
+    async def acompact_now(
+        self, messages: Any, config: RunnableConfig | None = None, *, focus: str | None = None
+    ) -> list[BaseMessage]:
+        """Async twin of :meth:`compact_now`."""
+        await self.core.aready()
+        thread_id = self._thread(config)
+        raw, digests, keys, before = self._input(messages)
+        with self.core.narrowed(self.learned_window(thread_id)):
+            turn = await self.core.acompact_now(before, thread_id, focus=focus, write_stop=False)
+        return self._output(raw, digests, keys, turn)
+
     def as_runnable(self) -> Runnable[Any, list[BaseMessage]]:
         """This compactor as a ``Runnable`` (sync and async)."""
         return RunnableLambda(self.__call__, afunc=self.acompact, name="compact_messages")
+
+    # ------------------------------------------------------------------ the provider's refusal
+
+    def learned_window(self, thread_id: str) -> int | None:
+        """The window a provider's refusal taught ``thread_id`` (``None``: none yet)."""
+        with self._lock:
+            return self._windows.get(thread_id)
+
+    def learn(self, sent: Sequence[BaseMessage], config: RunnableConfig | None = None) -> int:
+        """The provider refused ``sent`` (what this compactor handed the model) for its
+        length: it counts that input at its window or more, so later calls in the run's
+        thread are compacted against a window no larger than the count of ``sent``
+        (:meth:`Compactor.overflow_window`). Returns the window learned."""
+        thread_id = self._thread(config)
+        known = self.learned_window(thread_id)
+        with self.core.narrowed(known):
+            window = self.core.overflow_window(list(sent))
+        with self._lock:
+            self._windows[thread_id] = min(window, self._windows.get(thread_id, window))
+            window = self._windows[thread_id]
+        emit(
+            {
+                "event": "provider_overflow",
+                "window": window,
+                "configured": self.config.context_window,
+            }
+        )
+        logger.warning(
+            "the provider refused a call for its length: thread %r now compacts to a window "
+            "of %d tokens",
+            thread_id,
+            window,
+        )
+        return window
+
+    def wrap(self, model: Runnable[Any, Any]) -> Runnable[Any, Any]:
+        """``compact | model`` as one Runnable that survives the provider's refusal for
+        length: the history is compacted (this compactor's call) and sent to ``model``;
+        when ``model`` raises langchain-core's ``ContextOverflowError``, the window it
+        teaches is learned for the thread (:meth:`learn`), the history is compacted again
+        against it and the call retried once. A second refusal, or a history whose
+        smallest context cannot fit the learned window, raises (this package's
+        ``ContextOverflowError`` is a langchain-core one too)."""
+
+        def call(messages: Any, config: RunnableConfig | None = None) -> Any:
+            sent = self(messages, config)
+            try:
+                return model.invoke(sent, config)
+            except Exception as exc:
+                if not is_provider_overflow(exc):
+                    raise
+                self.learn(sent, config)
+                return model.invoke(self(messages, config), config)
+
+        async def acall(messages: Any, config: RunnableConfig | None = None) -> Any:
+            sent = await self.acompact(messages, config)
+            try:
+                return await model.ainvoke(sent, config)
+            except Exception as exc:
+                if not is_provider_overflow(exc):
+                    raise
+                self.learn(sent, config)
+                return await model.ainvoke(await self.acompact(messages, config), config)
+
+        return RunnableLambda(call, afunc=acall, name="compact_and_call")
 
 
 _COMPACTOR_OPTIONS = frozenset(inspect.signature(MessageCompactor.__init__).parameters) - {"self"}
@@ -355,3 +454,26 @@ def compact_messages(
     if messages is None:
         return compactor.as_runnable()
     return compactor(messages)
+
+
+def with_overflow_retry(
+    model: Runnable[Any, Any], compactor: MessageCompactor | None = None, **opts: Any
+) -> Runnable[Any, Any]:
+    """``model`` behind a compactor, retried once on the provider's refusal for length:
+    ``prompt | with_overflow_retry(model, config=...)`` instead of
+    ``prompt | compact_messages(config=...) | model``. ``compactor`` (or one built from
+    ``opts``, the options of :class:`MessageCompactor`) compacts every call; a refusal
+    (langchain-core's ``ContextOverflowError``) teaches the thread a smaller window, and
+    the call is compacted against it and retried (:meth:`MessageCompactor.wrap`).
+
+    Example:
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> chain = with_overflow_retry(
+        ...     FakeListChatModel(responses=["ok"]), config=CompactionConfig(context_window=8000))
+        >>> chain.invoke([("user", "hi")]).content
+        'ok'
+    """
+    if compactor is not None and opts:
+        raise ConfigError("with_overflow_retry takes a compactor or its options, not both.")
+    check_known(opts, _COMPACTOR_OPTIONS, "with_overflow_retry")
+    return (compactor or MessageCompactor(**opts)).wrap(model)

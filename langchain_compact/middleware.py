@@ -18,17 +18,25 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 try:
-    from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
+    from langchain.agents.middleware import (
+        AgentMiddleware,
+        AgentState,
+        ExtendedModelResponse,
+        ModelRequest,
+        ModelResponse,
+        hook_config,
+    )
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "langchain_compact.middleware needs langchain v1 (langchain.agents.create_agent); "
@@ -40,6 +48,7 @@ from langchain_compact._ops import in_daemon_thread
 from langchain_compact._prepare import Prepared
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import CompactionKeys, Compactor, Turn, thread_id_of
+from langchain_compact.errors import ContextOverflowError, is_provider_overflow
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -216,6 +225,76 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         except Exception as exc:  # the trigger compacts on the spot instead
             logger.warning("preparing a summary failed (%s); the trigger will compact", exc)
             return None
+
+    # ------------------------------------------------------------------ the provider's refusal
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any] | AIMessage],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        """Call the model; when the provider refuses for length (langchain-core's
+        ``ContextOverflowError``), run one forced compaction of the request's messages to
+        the window the refusal teaches (:meth:`Compactor.overflow`, which records it on the
+        boundary so later calls are estimated against it), retry once, and put the
+        compacted history in state beside the reply. Raises this package's
+        :class:`~langchain_compact.errors.ContextOverflowError` (a langchain-core one too)
+        when nothing is left to compact or the smallest context cannot fit."""
+        try:
+            return handler(request)
+        except Exception as exc:
+            if not is_provider_overflow(exc):
+                raise
+            config = _run_config(request.runtime)
+            turn = self.core.overflow(
+                request.messages, thread_id_of(config), run_config=config, write_stop=False
+            )
+            retry = self._retry_request(request, turn, exc)
+            return self._retried(handler(retry), turn)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any] | AIMessage]],
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        """Async twin of :meth:`wrap_model_call`."""
+        try:
+            return await handler(request)
+        except Exception as exc:
+            if not is_provider_overflow(exc):
+                raise
+            config = _run_config(request.runtime)
+            turn = await self.core.aoverflow(
+                request.messages, thread_id_of(config), run_config=config, write_stop=False
+            )
+            retry = self._retry_request(request, turn, exc)
+            return self._retried(await handler(retry), turn)
+
+    @staticmethod
+    def _retry_request(request: ModelRequest[Any], turn: Turn, exc: Exception) -> ModelRequest[Any]:
+        if turn.outcome != "compacted":
+            raise ContextOverflowError(turn.reason, messages=list(turn.messages)) from exc
+        messages: list[Any] = list(turn.messages)
+        return request.override(messages=messages)
+
+    @staticmethod
+    def _retried(
+        response: ModelResponse[Any] | AIMessage, turn: Turn
+    ) -> ExtendedModelResponse[Any]:
+        """The retried reply, with the compacted history as a state update: the reply is
+        added first (the agent's own update), then this one replaces every message by the
+        new history followed by the reply again (same object, so one copy stays)."""
+        model_response = (
+            ModelResponse(result=[response]) if isinstance(response, AIMessage) else response
+        )
+        history = turn.history if turn.history is not None else list(turn.messages)
+        update: dict[str, Any] = dict(turn.keys())
+        update["messages"] = [
+            RemoveMessage(id=REMOVE_ALL_MESSAGES),
+            *history,
+            *model_response.result,
+        ]
+        return ExtendedModelResponse(model_response=model_response, command=Command(update=update))
 
     # ------------------------------------------------------------------ preparing
 

@@ -9,7 +9,9 @@ of the span that the summary dropped, with their context, before the summary is 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
@@ -80,6 +82,40 @@ Anything else that may matter later.
 Rules: never invent anything; write "unknown" for what the conversation does not say. Do \
 not call tools. Do not address the user. Stay under {max_tokens} tokens."""
 """Default instructions of :class:`LLMSummarizer`; ``{max_tokens}`` is filled in."""
+
+#: The focus of a compaction asked for on demand (``Compactor.compact_now``), for the
+#: summarizer to keep first; ``None`` for a triggered compaction.
+_FOCUS: ContextVar[str | None] = ContextVar("langchain_compact_focus", default=None)
+
+
+def current_focus() -> str | None:
+    """The focus of the compaction being run (``None``: none was asked for)."""
+    return _FOCUS.get()
+
+
+@contextmanager
+def focusing(focus: str | None) -> Iterator[None]:
+    """Run the compaction inside with ``focus`` as the summarizer's first concern."""
+    token = _FOCUS.set(focus.strip() if focus and focus.strip() else None)
+    try:
+        yield
+    finally:
+        _FOCUS.reset(token)
+
+
+FOCUS_HEADING = "## 0. Focus"
+"""The heading of the section a focused summary starts with."""
+
+
+def focus_instructions(focus: str) -> str:
+    """What an LLM summarizer is told when a compaction has a focus."""
+    return (
+        f"The user asked this compaction to focus on: {focus}\n"
+        f"Start the summary with a section '{FOCUS_HEADING}: {focus}' that lists every fact "
+        "about it (numbers, identifiers, paths, states, decisions), exactly as they appeared; "
+        "then write the five sections."
+    )
+
 
 _SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
 
@@ -189,6 +225,9 @@ class LLMSummarizer:
 
     def _request(self, messages: Sequence[BaseMessage], max_tokens: int) -> list[BaseMessage]:
         instructions = self.prompt.replace("{max_tokens}", str(max_tokens))
+        focus = current_focus()
+        if focus:
+            instructions = f"{instructions}\n\n{focus_instructions(focus)}"
         if self.fork:
             prefix: list[BaseMessage] = []
             if self.system_prompt:

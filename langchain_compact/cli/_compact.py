@@ -38,10 +38,11 @@ from langchain_compact.cli.transcripts import (
 )
 from langchain_compact.compaction import compact_history
 from langchain_compact.config import CompactionConfig
+from langchain_compact.core import with_focus
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import HistoryRepair, repair_report, validate_history
 from langchain_compact.markers import with_meta
-from langchain_compact.summarizers import Summarizer
+from langchain_compact.summarizers import Summarizer, focusing
 from langchain_compact.tokens import TokenCounter
 
 __all__ = ["StagedArchive", "load_valid", "run_compact"]
@@ -261,7 +262,15 @@ def run_compact(args: argparse.Namespace) -> int:
     thread_id = args.thread_id or ("stdin" if args.file == "-" else Path(args.file).stem)
     stage = StagedArchive(JsonlArchive(args.archive))
     try:
-        report = _compact_staged(loaded, config, summarizer, stage, thread_id, counter)
+        report = _compact_staged(
+            loaded,
+            config,
+            summarizer,
+            stage,
+            thread_id,
+            counter,
+            focus=getattr(args, "focus", None),
+        )
         container: Container = "json" if str(args.output).endswith(".json") else "jsonl"
         final = report.messages
         data, escaped = encode_transcript(final, transcript.fmt, container=container)
@@ -317,8 +326,11 @@ def _compact_staged(
     stage: StagedArchive,
     thread_id: str,
     counter: TokenCounter,
+    *,
+    focus: str | None = None,
 ) -> _Report:
-    """Repair archive, micro-compaction, full compaction, all written to ``stage`` only."""
+    """Repair archive, micro-compaction, full compaction, all written to ``stage`` only;
+    ``focus``: what the summary keeps first (``compact --focus``)."""
     messages = loaded.transcript.messages
     refs: list[str] = []
     lines: list[str] = []
@@ -347,14 +359,16 @@ def _compact_staged(
     )
     full = StagedArchive(stage.target)  # kept apart: dropped if the result does not shrink
     try:
-        result = compact_history(
-            micro.messages,
-            summarizer=summarizer,
-            config=config,
-            archive=full,
-            thread_id=thread_id,
-            counter=counter,
-        )
+        with focusing(focus):
+            result = compact_history(
+                micro.messages,
+                summarizer=summarizer,
+                config=config,
+                archive=full,
+                thread_id=thread_id,
+                counter=counter,
+            )
+        result = with_focus(result, focus)
         validate_history(result.messages, allow_pending=True)  # a pending call stays pending
         after = sum(message_tokens(counter, result.messages))
         final = result.messages

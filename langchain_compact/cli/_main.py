@@ -168,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compact.add_argument("--thread-id", help="archive thread (default: the input file's name)")
     compact.add_argument("--repair", action="store_true", help="repair broken tool pairing")
+    compact.add_argument(
+        "--focus",
+        metavar="TEXT",
+        default=None,
+        help="what the summary keeps first: its first section lists the facts about TEXT",
+    )
     _add_max_input(compact)
     _add_model_flags(compact, "summarise")
     return parser

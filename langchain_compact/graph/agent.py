@@ -11,7 +11,10 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
+from langchain_compact._defaults import resolve_context_window
 from langchain_compact.config import CompactionConfig
+from langchain_compact.core import Compactor
+from langchain_compact.graph.ondemand import make_compact_tool
 from langchain_compact.graph.state import CompactionState
 from langchain_compact.graph.wiring import add_compaction
 from langchain_compact.summarizers import Summarizer
@@ -41,6 +44,7 @@ def create_compacting_agent(
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     store: BaseStore | None = None,
     memory: CompactionMemory | None = None,
+    compact_tool: bool = False,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a tool-calling agent (``agent`` -> ``tools`` loop) with compaction wired in.
 
@@ -58,6 +62,8 @@ def create_compacting_agent(
         store: A LangGraph store, passed to ``compile``.
         memory: Also keep the pinned task and newest summary in a store (per user or
             project) after each compaction; see :mod:`langchain_compact.memory`.
+        compact_tool: Give the model the ``compact_conversation(focus=None)`` tool
+            (:func:`~langchain_compact.graph.make_compact_tool`): compaction on demand.
 
     Example:
         >>> from langchain_compact.demo import ContextReadingPolicy, DependentTask
@@ -77,6 +83,15 @@ def create_compacting_agent(
     all_tools = list(tools)
     if recall_tool and archive is not None:
         all_tools.append(make_recall_tool(archive))
+    if compact_tool:
+        core = Compactor(
+            config=resolve_context_window(cfg, model),
+            summarizer=summarizer,
+            archive=archive,
+            counter=counter,
+            memory=memory,
+        )
+        all_tools.append(make_compact_tool(core))
     bound = model.bind_tools(all_tools) if all_tools else model
     prefix: list[BaseMessage] = [SystemMessage(system_prompt)] if system_prompt else []
 

@@ -12,17 +12,18 @@ every edge asks the core what comes next. No decision is made here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import BaseMessage, RemoveMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import Command
 
 from langchain_compact._defaults import resolve_context_window
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import Compactor, Turn, thread_id_of
-from langchain_compact.errors import CompactionError
+from langchain_compact.errors import CompactionError, ContextOverflowError, is_provider_overflow
 from langchain_compact.markers import Action
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
@@ -200,6 +201,83 @@ class CompactionNodes:
             self._messages(state), state.get("transition"), state.get("stop_reason")
         )
         return self._update(turn)
+
+    # ------------------------------------------------------------------ the provider's refusal
+
+    def guard(self, node: Runnable[Any, Any], name: str) -> RunnableLambda[Any, Any]:
+        """The model node wrapped so that a provider's refusal for length (langchain-core's
+        ``ContextOverflowError``) is followed by one forced compaction
+        (:meth:`Compactor.overflow`: the window the refusal teaches is recorded on the
+        boundary, so the routing edge judges later calls against it) and one retry of the
+        node on the compacted history. The node's update comes back after the new history
+        (``RemoveMessage(REMOVE_ALL_MESSAGES)``, the history, then the node's messages), with
+        the compaction's state keys. When nothing is left to compact, or the smallest
+        context cannot fit, this package's ``ContextOverflowError`` (also a
+        langchain-core one) is raised: a wrapper cannot send the run to the stop node
+        without changing the edges the node's own update leads to."""
+
+        def call(state: Any, config: RunnableConfig) -> Any:
+            try:
+                return node.invoke(state, config)
+            except Exception as exc:
+                if not is_provider_overflow(exc) or not isinstance(state, Mapping):
+                    raise
+                turn = self._overflowed(state, config, exc)
+                return self._merged(turn, node.invoke(self._retry_state(state, turn), config))
+
+        async def acall(state: Any, config: RunnableConfig) -> Any:
+            try:
+                return await node.ainvoke(state, config)
+            except Exception as exc:
+                if not is_provider_overflow(exc) or not isinstance(state, Mapping):
+                    raise
+                turn = await self.core.aoverflow(
+                    self._messages(dict(state)), thread_id_of(config), run_config=config
+                )
+                self._check(turn, exc)
+                retry = self._retry_state(state, turn)
+                return self._merged(turn, await node.ainvoke(retry, config))
+
+        return RunnableLambda(call, afunc=acall, name=name)
+
+    def _overflowed(self, state: Mapping[str, Any], config: RunnableConfig, exc: Exception) -> Turn:
+        messages = self._messages(dict(state))
+        turn = self.core.overflow(messages, thread_id_of(config), run_config=config)
+        self._check(turn, exc)
+        return turn
+
+    @staticmethod
+    def _check(turn: Turn, exc: Exception) -> None:
+        if turn.outcome != "compacted":
+            raise ContextOverflowError(turn.reason, messages=list(turn.messages)) from exc
+
+    def _retry_state(self, state: Any, turn: Turn) -> dict[str, Any]:
+        return {**state, self.key: list(turn.messages)}
+
+    def _merged(self, turn: Turn, out: Any) -> Any:
+        """The retried node's update after the compaction's: the new history replaces the
+        messages, then the node's messages are added."""
+        update = self._update(turn)
+        if isinstance(out, Command):
+            inner = out.update if isinstance(out.update, Mapping) else {}
+            merged = self._merge_update(update, dict(inner))
+            return Command(graph=out.graph, update=merged, resume=out.resume, goto=out.goto)
+        if out is None:
+            return update
+        if isinstance(out, Mapping):
+            return self._merge_update(update, dict(out))
+        raise CompactionError(
+            f"the model node returned a {type(out).__name__} after the retry; the overflow "
+            "retry needs a dict of state updates or a Command."
+        )
+
+    def _merge_update(self, update: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+        added = out.pop(self.key, None)
+        if added is None:
+            added = []
+        elif not isinstance(added, list):
+            added = [added]
+        return {**update, **out, self.key: [*update[self.key], *added]}
 
     # ------------------------------------------------------------------ runnables
 

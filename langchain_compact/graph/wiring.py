@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.graph import END, StateGraph
 
 # langgraph has no public API to move an edge: this module edits the builder's ``edges``,
@@ -43,6 +44,7 @@ def add_compaction(
     messages_key: str = "messages",
     prefix: str = "compact",
     memory: CompactionMemory | None = None,
+    overflow_retry: bool = True,
 ) -> StateGraph[Any, Any, Any, Any]:
     """Add compaction in front of ``model_node`` of an uncompiled ``StateGraph``.
 
@@ -69,6 +71,11 @@ def add_compaction(
         prefix: Prefix of the added node names.
         memory: Also keep the pinned task and newest summary in a store (per user or
             project) after each compaction; see :mod:`langchain_compact.memory`.
+        overflow_retry: Wrap ``model_node`` so that a provider's refusal for length
+            (langchain-core's ``ContextOverflowError``) is followed by one forced
+            compaction to the window the refusal teaches and one retry of the node
+            (:meth:`CompactionNodes.guard`; docs/overflow.md). The node itself is not
+            changed; only the builder's entry for it is.
 
     Returns:
         The same builder, for chaining.
@@ -109,6 +116,10 @@ def add_compaction(
         memory=memory,
     )
     gate = names["micro"]
+    model_spec = builder.nodes[model_node]
+    if overflow_retry and isinstance(model_spec.runnable, Runnable):  # add_node coerced it
+        guarded = nodes.guard(model_spec.runnable, model_node)
+        builder.nodes[model_node] = dataclasses.replace(model_spec, runnable=guarded)
 
     # Redirect every way into the model node through the gate.
     for start, end in list(builder.edges):
