@@ -22,10 +22,10 @@ from langchain_compact._render import (
     salient_rank,
 )
 from langchain_compact._scan import clear_memo
+from langchain_compact.budget import OBSERVATION_CHARS
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of, with_meta
 from langchain_compact.summarizers import (
     _ASSIGNED,
-    _OBSERVATION_CHARS,
     _PAIR,
     _fact_segments,
     _unwrapped,
@@ -57,7 +57,7 @@ def _reference_supplement(
                 secondary.append("\n".join(kept))
             continue
         if isinstance(msg, ToolMessage) or (
-            len(text) > _OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
+            len(text) > OBSERVATION_CHARS and kind_of(msg) != KIND_SUMMARY
         ):
             secondary.append("\n".join(dict.fromkeys([*key_lines(text), *result_gist(text)])))
         else:
@@ -144,7 +144,7 @@ def _message(draw: st.DrawFn) -> BaseMessage:
     if kind == "human":
         return HumanMessage(text)
     if kind == "long":
-        return HumanMessage((text + "\n") * (_OBSERVATION_CHARS // max(len(text), 1) + 1))
+        return HumanMessage((text + "\n") * (OBSERVATION_CHARS // max(len(text), 1) + 1))
     if kind == "ai":
         args = {"q": draw(_text)}
         return AIMessage(text, tool_calls=[{"name": "run", "args": args, "id": "c1"}])
