@@ -28,7 +28,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from langchain_compact._compaction_plan import (
     CompactionResult,
@@ -48,6 +48,7 @@ from langchain_compact._ops import (
     summary_bound,
 )
 from langchain_compact._placeholders import merged_summary_header, summary_header
+from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact.budget import CHARS_PER_TOKEN
 from langchain_compact.config import CompactionConfig
 from langchain_compact.markers import (
@@ -61,6 +62,7 @@ from langchain_compact.microcompact import (
     clear_tool_results,
     cut_task,
     large_result_limit,
+    reduce_assistant,
     shrink_unread,
     truncate_large_tool_results,
     unread_start,
@@ -247,6 +249,22 @@ def slim_tail(
         )
         + slim[read:]
     )
+    if keep == 0:
+        # The smallest context: every call's long arguments stubbed (the newest one's too)
+        # and the older assistant turns' text cut, before anything unread is cut.
+        newest = max((i for i, m in enumerate(slim) if isinstance(m, AIMessage)), default=-1)
+        for i, m in enumerate(slim):
+            if isinstance(m, AIMessage) and not carries_provider_compaction(m):
+                reduced = reduce_assistant(
+                    m,
+                    text=i != newest,
+                    min_chars=config.micro_min_chars,
+                    keep_chars=config.large_tool_result_keep_chars,
+                    archived=archived,
+                    counter=counter,
+                )
+                if reduced is not None:
+                    slim[i] = reduced
     if unread_need > 0:
         slim = shrink_unread(
             slim, need=unread_need, config=config, counter=counter, archived=archived

@@ -12,12 +12,15 @@ imports this module.
 from __future__ import annotations
 
 import warnings
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from langchain_core.language_models import BaseChatModel
 from typing_extensions import Self
 
 from langchain_compact.errors import CompactionWarning, ConfigError
+
+if TYPE_CHECKING:  # at run time the model is only read (its profile); langchain_core's
+    # chat models pull in langsmith, which importing the package must not
+    from langchain_core.language_models import BaseChatModel
 
 __all__ = ["DEFAULT_ARCHIVE_DIR", "Windowed", "resolve_context_window"]
 

@@ -128,7 +128,9 @@ def _check_run(model: EnforcingModel, messages: Sequence[BaseMessage]) -> None:
     assert model.refusals == 1, "the learned window keeps later calls under the enforced one"
     assert max(model.sizes) <= ENFORCED
     learned = _learned(messages)
-    assert learned is not None and learned <= ENFORCED * 1.1
+    # In the compactor's own count, which errs high against o200k (the provider's count
+    # here) by up to a fifth: the refused input's local count.
+    assert learned is not None and learned <= ENFORCED * 1.25
 
 
 # --------------------------------------------------------------------------- the core
@@ -312,7 +314,7 @@ def test_lcel_compacts_and_retries_on_refusal() -> None:
     assert model.refusals == 1
     assert max(model.sizes) <= ENFORCED
     learned = compactor.learned_window("lcel")
-    assert learned is not None and learned <= ENFORCED * 1.1
+    assert learned is not None and learned <= ENFORCED * 1.25
     assert compactor.compactions >= 1
 
 
