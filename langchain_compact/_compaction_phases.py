@@ -267,7 +267,12 @@ def slim_tail(
                     slim[i] = reduced
     if unread_need > 0:
         slim = shrink_unread(
-            slim, need=unread_need, config=config, counter=counter, archived=archived
+            slim,
+            need=unread_need,
+            config=config,
+            counter=counter,
+            archived=archived,
+            has_task=False,
         )
     out, _ref = yield from archive_and_tag(
         tail,
@@ -539,6 +544,8 @@ def fit_next_call(
         draft.body = draft.body[: len(draft.body) - len(draft.supplement) - 2]
     if draft.size() > local_fit:
         yield from _condense_earlier(draft, index, need=draft.size() - local_fit)
+    if draft.size() > local_fit:
+        yield from _slim_task(draft)  # the smallest context pins the task's head and tail
     if draft.size() > local_fit:
         yield from _slim_draft_tail(draft, keep=0, unread_need=draft.size() - local_fit)
 

@@ -902,6 +902,7 @@ def shrink_unread(
     counter: TokenCounter = approximate_tokens,
     archived: bool = True,
     fixed: int | None = None,
+    has_task: bool = True,
 ) -> list[BaseMessage]:
     """Digest the results the model has not read yet (tool results, and long observations
     that agents without native tool calls send as user messages), largest first, until
@@ -915,7 +916,8 @@ def shrink_unread(
     out = list(messages)
     names = tool_names(out)
     excluded = set(config.micro_exclude_tools)
-    task_i = original_task_index(out)
+    # ``has_task=False``: a compaction's kept tail, whose first user message is not the task
+    task_i = original_task_index(out) if has_task else -1
     unread = [
         i
         for i in range(unread_start(out), len(out))
