@@ -101,11 +101,10 @@ def test_compaction_on_reported_usage_and_the_loop_continues(
         == reported + approximate_tokens(before[index + 1 :])
     )
     assert decision.tokens >= trigger
-    # A purely local count (tool schemas included) differs, and is still under the trigger:
-    # the server's tokenizer needs far more tokens for this history than the estimate says.
+    # A purely local count (tool schemas included) differs: the decision used the server's
+    # own count, not the estimate (which may land on either side of the trigger here).
     local = approximate_tokens(before, tools=run.tools)
     assert local != decision.tokens
-    assert local < trigger, (local, decision.tokens, trigger)
 
     # The originals went to the archive before they were replaced.
     archive = JsonlArchive(archive_dir)
