@@ -29,7 +29,7 @@ from langchain_compact.markers import (
     kind_of,
     with_meta,
 )
-from langchain_compact.microcompact import cleared_form
+from langchain_compact.microcompact import cleared_tokens
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -176,7 +176,7 @@ def _fit_tail(
     # A read result before the newest turn counts as the placeholder a crowded compaction
     # leaves of it (its facts kept): clearing it is cheaper than summarising its turn.
     sizes = [
-        counter([_as_cleared(m, counter, config)]) if i < newest else counter([m])
+        _tail_tokens(m, counter, config) if i < newest else counter([m])
         for i, m in enumerate(messages[cut:], cut)
     ]
     tail = sum(sizes)
@@ -189,11 +189,9 @@ def _fit_tail(
     return newest if find_safe_cut(messages, newest) == newest else cut
 
 
-def _as_cleared(
-    message: BaseMessage, counter: TokenCounter, config: CompactionConfig
-) -> BaseMessage:
-    """``message`` as the compaction's tail slimming would leave it: a tool result cleared
-    to its placeholder (when clearing applies to it and the placeholder is shorter),
+def _tail_tokens(message: BaseMessage, counter: TokenCounter, config: CompactionConfig) -> int:
+    """Tokens of ``message`` as the compaction's tail slimming would leave it: a tool result
+    cleared to its placeholder (when clearing applies to it and the placeholder is shorter),
     anything else as it is."""
     if (
         not isinstance(message, ToolMessage)
@@ -201,8 +199,8 @@ def _as_cleared(
         or (message.name or "") in config.micro_exclude_tools
         or len(message.text) < config.micro_min_chars
     ):
-        return message
-    return cleared_form(message, counter) or message
+        return counter([message])
+    return cleared_tokens(message, counter)
 
 
 def _around_provider_items(

@@ -77,7 +77,7 @@ __all__ = [
     "UNARCHIVED_PLACEHOLDER",
     "MicroResult",
     "clear_tool_results",
-    "cleared_form",
+    "cleared_tokens",
     "cut_task",
     "micro_compact",
     "micro_compact_with_count",
@@ -342,12 +342,16 @@ def _assistant_candidates(
     return out
 
 
-def cleared_form(
-    msg: ToolMessage, counter: TokenCounter = approximate_tokens
-) -> BaseMessage | None:
-    """``msg`` cleared to the default placeholder (its facts kept), or ``None`` when the
-    placeholder would not be shorter: what clearing would leave of it."""
-    return _clear_one(msg, DEFAULT_PLACEHOLDER, msg.name or "tool", counter, None)
+def cleared_tokens(msg: ToolMessage, counter: TokenCounter = approximate_tokens) -> int:
+    """Tokens ``msg`` takes once cleared to the default placeholder (its facts kept), or as
+    it is when the placeholder would not be shorter: what clearing would leave of it, sized
+    without the archive metadata a real clearing records (no tiktoken pass)."""
+    text = tool_result_text(msg)
+    chars = int(get_meta(msg).get("original_chars", len(text)))
+    tokens = _tokens(text, counter)
+    new_text = _placeholder_text(msg, text, DEFAULT_PLACEHOLDER, chars, tokens, msg.name or "tool")
+    own = counter([msg])
+    return min(own, counter([msg.model_copy(update={"content": new_text, "artifact": None})]))
 
 
 def clear_tool_results(
