@@ -49,7 +49,7 @@ from langchain_compact._ops import (
 )
 from langchain_compact._placeholders import merged_summary_header, summary_header
 from langchain_compact._provider_items import carries_provider_compaction
-from langchain_compact.budget import CHARS_PER_TOKEN
+from langchain_compact.budget import CHARS_PER_TOKEN, MIN_SUMMARY_TOKENS, SUMMARY_HEADER_TOKENS
 from langchain_compact.config import CompactionConfig
 from langchain_compact.markers import (
     KIND_SUMMARY,
@@ -90,10 +90,6 @@ __all__ = ["compaction_steps", "expected_bound", "slim_tail"]
 
 logger = logging.getLogger("langchain_compact")
 
-#: Local tokens of the summary header and the message framing around it.
-SUMMARY_HEADER_TOKENS = 80
-#: The shortest summary worth writing: below this it cannot say what was done and why.
-MIN_SUMMARY_TOKENS = 64
 #: The smallest fidelity supplement worth adding (a couple of constraint lines).
 MIN_SUPPLEMENT_TOKENS = 32
 #: Share of the room left beside the kept messages that the summary may take. The rest

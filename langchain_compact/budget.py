@@ -23,6 +23,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "MIN_SUMMARY_TOKENS",
     "OBSERVATION_CHARS",
+    "SUMMARY_HEADER_TOKENS",
     "Budget",
     "chars_for_tokens",
 ]
@@ -41,8 +42,11 @@ messages are cleared, cut and summarised the way tool results are. A person's ow
 of this length is rare; a command's output of it is common."""
 
 
-MIN_SUMMARY_TOKENS = 144
-"""The smallest summary worth writing, header included: below it a summary cannot say
+SUMMARY_HEADER_TOKENS = 80
+"""Local tokens of a summary's header and the message framing around it."""
+
+MIN_SUMMARY_TOKENS = 64
+"""The shortest summary worth writing (its header aside): below it a summary cannot say
 what was done, what is pending and why."""
 
 
@@ -158,12 +162,12 @@ class Budget:
 
     def tail(self, fixed: int) -> int:
         """The most the kept tail may take after a compaction: what the fit limit leaves
-        beside the fixed part and the smallest summary worth writing
-        (:data:`MIN_SUMMARY_TOKENS`). Within it the tail is ``keep_last_n`` messages, and the
-        summary is sized to the room the tail leaves; a larger tail would leave no summary
-        and no next call. Under pressure the tail shrinks down to the newest turn, never
-        further."""
-        return max(0, self.fit - fixed - MIN_SUMMARY_TOKENS)
+        beside the fixed part and the smallest summary worth writing, header included
+        (:data:`SUMMARY_HEADER_TOKENS` + :data:`MIN_SUMMARY_TOKENS`). Within it the tail is
+        ``keep_last_n`` messages, and the summary is sized to the room the tail leaves; a
+        larger tail would leave no summary and no next call. Under pressure the tail
+        shrinks down to the newest turn, never further."""
+        return max(0, self.fit - fixed - SUMMARY_HEADER_TOKENS - MIN_SUMMARY_TOKENS)
 
     def unread_share(self, fixed: int) -> int:
         """The least room an unread result that cannot fit whole keeps as a digest: a

@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage
 from typing_extensions import NotRequired, TypedDict
 
-from langchain_compact._compaction_phases import MIN_SUMMARY_TOKENS
 from langchain_compact._compaction_plan import plan_compaction
 from langchain_compact._ops import Op, Outcome, adrive, archive_and_tag, drive
 from langchain_compact._prepare import (
@@ -59,6 +58,7 @@ from langchain_compact._prepare import (
     usable_prefix,
 )
 from langchain_compact._scan import history_facts
+from langchain_compact.budget import MIN_SUMMARY_TOKENS
 from langchain_compact.compaction import (
     CompactionResult,
     Decision,
