@@ -115,6 +115,9 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
             and kind not in (KIND_SUMMARY, KIND_STOP)
         ):
             first_human = i
+        owner = meta.get("usage_anchor")
+        if isinstance(owner, str):  # before the anchor below: a reply may credit itself
+            credit[owner] = credit.get(owner, 0) + int(meta.get("saved_tokens", 0))
         if isinstance(msg, AIMessage):
             ai_total += 1
             newest_ai = i
@@ -127,9 +130,6 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
                     tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
                     owed = credit.get(msg.id, 0) if msg.id is not None else 0
                     anchor = (i, tokens, owed)
-        owner = meta.get("usage_anchor")
-        if isinstance(owner, str):
-            credit[owner] = credit.get(owner, 0) + int(meta.get("saved_tokens", 0))
     return HistoryFacts(
         length=len(messages),
         boundary=boundary,

@@ -67,6 +67,7 @@ from langchain_compact.tokens import (
     approximate_tokens,
     check_message,
     context_tokens,
+    precise_context_tokens,
     precise_counter,
 )
 
@@ -746,9 +747,16 @@ def micro_compact_with_count(
     def count() -> int:
         return context_tokens(out, counter=counter, tools=tools, verify_anchor=verify_anchor)
 
+    confirmed: list[bool] = []  # the estimate said "cannot fit": counted with tiktoken since
+
     def result() -> MicroResult:
         changed = tuple(i for i, (a, b) in enumerate(zip(messages, out, strict=True)) if a is not b)
+        if confirmed:
+            return MicroResult(out, precise() or count(), changed)
         return MicroResult(out, count() if changed else start_tokens, changed)
+
+    def precise() -> int | None:
+        return precise_context_tokens(out, tools=tools, verify_anchor=verify_anchor)
 
     if tokens is not None and not cut_any:
         start_tokens = tokens
@@ -824,6 +832,14 @@ def micro_compact_with_count(
         clear(candidates(1), target)
     if budget.tokens <= fit:
         return result()
+    # The estimate errs high: before anything more is cut, tiktoken confirms it.
+    if not isinstance(counter, TiktokenCounter):
+        exact = precise()
+        if exact is not None:
+            confirmed.append(True)
+            budget.tokens = exact
+            if exact <= fit:
+                return result()
     # 3. The next call cannot fit: read results and older calls' arguments first, then
     # the task; when no compaction can make the room, older assistant text, the newest
     # call's arguments, and last the unread results (digested to the room there is).
@@ -950,29 +966,54 @@ def shrink_unread(
         want = max(sizes[i] - (need - freed), floor * sizes[i] // total)
         if want >= sizes[i]:
             continue
-        text = tool_result_text(out[i])
-        keep_chars = max(200, chars_for_tokens(want, text=text, text_tokens=sizes[i]))
-        new: BaseMessage | None = None
-        for _ in range(3):  # the notice and the digest's framing count too: aim again
-            new = _truncate_one(
-                out[i],
-                keep_chars=keep_chars,
-                digest=config.digest,
-                archived=archived,
-                counter=counter,
-                anchor=anchor,
-            )
-            shown = tool_result_text(new) if new is not None else text
-            over = _tokens(shown, counter) - want
-            if over <= 0 or keep_chars <= 200:
-                break
-            keep_chars = max(
-                200, keep_chars - chars_for_tokens(over, text=text, text_tokens=sizes[i])
-            )
+        new = _aim_digest(
+            out[i], want, sizes[i], config=config, counter=counter, archived=archived, anchor=anchor
+        )
         if new is not None:
             out[i] = new
             freed += int(get_meta(new)["saved_tokens"])
     return out
+
+
+#: Attempts at a digest's size: its notice and framing, and lines denser or sparser in
+#: tokens than the text as a whole, make the first cut miss its aim.
+_AIM_ATTEMPTS = 8
+
+
+def _aim_digest(
+    message: BaseMessage,
+    want: int,
+    size: int,
+    *,
+    config: CompactionConfig,
+    counter: TokenCounter,
+    archived: bool,
+    anchor: str | None,
+) -> BaseMessage | None:
+    """A digest of ``message`` (``size`` tokens) of at most ``want`` tokens when one can be
+    made: each miss scales the kept characters by what the last digest measured, so a
+    digest that must fill a large room lands under it, not a few hundred tokens over."""
+    text = tool_result_text(message)
+    keep_chars = max(200, chars_for_tokens(want, text=text, text_tokens=size))
+    best: BaseMessage | None = None
+    for _ in range(_AIM_ATTEMPTS):
+        new = _truncate_one(
+            message,
+            keep_chars=keep_chars,
+            digest=config.digest,
+            archived=archived,
+            counter=counter,
+            anchor=anchor,
+        )
+        shown = _tokens(tool_result_text(new), counter) if new is not None else size
+        if new is not None:
+            best = new
+        if shown <= want or keep_chars <= 200:
+            break
+        # Scale by the miss, and step at least 2% so a digest that rounds back up moves.
+        scaled = int(keep_chars * want / max(1, shown))
+        keep_chars = max(200, min(scaled, keep_chars - max(1, keep_chars // 50)))
+    return best
 
 
 def cut_task(

@@ -45,6 +45,7 @@ __all__ = [
     "calibration",
     "context_tokens",
     "load_tokenizers",
+    "precise_context_tokens",
     "precise_counter",
     "precount_unread",
     "preload_precise_counter",
@@ -72,9 +73,13 @@ TOKENS_PER_IMAGE = 85
 # (camelCase splits there); a digit group of up to 3 is a token (o200k splits numbers
 # so, and a space before a number is a token of its own); a run of symbols costs a token
 # per 2; a newline with its indentation, a run of spaces or of underscores is one; a CJK
-# character is 0.72 of a token and another script's letters a token per 4 plus one a word.
-# It errs high rather than low.
-_CJK_TOKENS_PER_CHAR = 0.72
+# character is a token (what common characters cost when they do not form a word the
+# tokenizer knows: names, identifiers, tables; o200k merges pairs of prose to ~0.7, so on
+# prose this runs about 30% high) and another script's letters a token per 4 plus one a
+# word. It errs high rather than low: a call over the window is an error, a compaction a
+# little early only a cost, and a cut or a stop an estimate asks for is confirmed with
+# tiktoken first (:func:`precise_context_tokens`).
+_CJK_TOKENS_PER_CHAR = 1.0
 _CJK_RE = re.compile(
     "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
 )
@@ -227,7 +232,7 @@ def approximate_tokens(
     """Estimate tokens without tokenizer files, CJK-aware.
 
     It counts the pieces a byte-pair tokenizer splits text into (words, digit groups,
-    symbol runs, indentation; ~0.72 tokens per CJK character), checked against o200k_base
+    symbol runs, indentation; a token per CJK character), checked against o200k_base
     on prose, code, logs, JSON, hex dumps and CJK text, plus OpenAI's per-message
     overhead. langchain-core's
     ``count_tokens_approximately`` (chars / 4) undercounts Chinese by about half.
@@ -573,6 +578,7 @@ def context_tokens(
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
     verify_anchor: bool = False,
+    calibrated: tuple[float, int] | None = None,
 ) -> int:
     """Context size of ``messages`` as the model will see it, anchored on real usage.
 
@@ -606,6 +612,8 @@ def context_tokens(
         found = facts.anchor
     if found is not None and verify_anchor and not _describes(messages, counter, tools, found):
         found = None
+    if calibrated is not None:  # another counter than the one the boundary calibrated
+        scale, overhead = calibrated
     if found is not None:
         i, anchored, credit = found
         rest = messages[i + 1 :]
@@ -622,6 +630,34 @@ def context_tokens(
         else:
             total += approximate_tokens([], tools=tools)
     return round(total * scale) + overhead
+
+
+def precise_context_tokens(
+    messages: Sequence[BaseMessage],
+    *,
+    tools: Sequence[Any] | None = None,
+    verify_anchor: bool = False,
+) -> int | None:
+    """:func:`context_tokens` counted with tiktoken (:func:`precise_counter`), scaled by the
+    newest usage report as tiktoken counts the input it describes; ``None`` when tiktoken's
+    files cannot be loaded.
+
+    For the moves an estimate must not decide alone: the estimate errs high by design (a
+    call over the window is an error, a compaction a little early only a cost), so when it
+    says the next call cannot fit, cutting what the model has not read or stopping the run
+    waits for this count. It encodes only the texts not counted before (cached per text).
+    """
+    precise = precise_counter()
+    if precise is None:
+        return None
+    measured = calibration(messages, counter=precise, tools=tools)
+    return context_tokens(
+        messages,
+        counter=precise,
+        tools=tools,
+        verify_anchor=verify_anchor,
+        calibrated=measured or (1.0, 0),
+    )
 
 
 def _approx_message(message: BaseMessage) -> int:
@@ -729,7 +765,7 @@ def _fresh_anchor(
         # Results cleared/truncated after this response was produced were counted in full.
         credit = 0
         if msg.id is not None:
-            for earlier in messages[:i]:
+            for earlier in messages[: i + 1]:  # the report's own reply may be reduced too
                 meta = get_meta(earlier)
                 if meta.get("usage_anchor") == msg.id:
                     credit += int(meta.get("saved_tokens", 0))

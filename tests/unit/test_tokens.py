@@ -236,9 +236,10 @@ def test_approximate_tokens_on_chinese_seed(path: Path, o200k: tiktoken.Encoding
         f"count_tokens_approximately {core} ({err_core:.1%} off)"
     )
     print(report)
-    assert err_ours <= 0.15, report
-    assert err_core > err_ours, report
-    assert err_core > 0.30, report  # the gap the design points at: chars/4 halves Chinese
+    # One token per CJK character errs high on prose (o200k merges common pairs), never low:
+    # a call over the window is an error, a compaction a little early only a cost.
+    assert ref <= ours <= 1.35 * ref, report
+    assert core < ref and err_core > 0.30, report  # chars/4 halves Chinese: calls overflow
 
 
 def test_approximate_tokens_on_transcripts_as_a_whole(
