@@ -136,18 +136,25 @@ def _text_kind(lines: list[str]) -> Structure:
     return "code" if sum(1 for ln in lines[:2000] if _is_definition(ln)) >= 3 else "text"
 
 
-def _cut(text: str, head_n: int, tail_n: int) -> tuple[int, int]:
-    """End of the head and start of the tail, on line boundaries where one is near."""
+def _cut(text: str, head_n: int, tail_n: int, ends: int = 0) -> tuple[int, int]:
+    """End of the head and start of the tail, on line boundaries where one is near.
+
+    The last line (where a command reports its outcome) and the first (what the output is:
+    a file's name, a command's header) stay whole when, together with what the tail keeps,
+    they take no more than ``ends`` characters (at least ``head_n + tail_n``): the head,
+    then the key lines between, give way for them."""
+    ends = max(ends, head_n + tail_n)
     cut = text.rfind("\n", 0, head_n)
     head_end = cut if cut > head_n // 2 else head_n
     cut = text.find("\n", len(text) - tail_n)
     tail_start = cut + 1 if 0 <= cut < len(text) - tail_n // 2 else len(text) - tail_n
-    # The last line (where a command reports its outcome) stays whole when it is no longer
-    # than the head and tail together: the head gives way for it.
     last = text.rstrip().rfind("\n") + 1
-    if last < tail_start and len(text) - last <= head_n + tail_n:
+    if last < tail_start and len(text) - last <= ends:
         head_end = min(head_end, last, max(0, head_n + tail_n - (len(text) - last)))
         tail_start = last
+    first = text.find("\n")
+    if first > 0 and head_end < first and first + len(text) - tail_start <= ends:
+        head_end = first
     return head_end, tail_start
 
 
@@ -201,24 +208,33 @@ def _text_digest(text: str, max_chars: int, note: str) -> str:
     if avail < 100 or len(text) <= avail:
         room = max_chars - len(header) - 1
         return _fit(header, [(1, text if len(text) <= room else _ends(text, room))], max_chars)
-    head_end, tail_start = _cut(text, int(avail * 0.35), int(avail * 0.25))
-    room = avail - head_end - (len(text) - tail_start)
+    head_end, tail_start = _cut(text, int(avail * 0.35), int(avail * 0.25), avail)
+    room = max(0, avail - head_end - (len(text) - tail_start))
     picked = _key_lines(text, head_end, tail_start, room, kind == "code")
     spare = room - sum(len(line) + 1 for _, line in picked)
     if spare > 0:
         tail_n = len(text) - tail_start + spare * 45 // 100
-        head_end, tail_start = _cut(text, head_end + spare * 55 // 100, tail_n)
+        head_end, tail_start = _cut(text, head_end + spare * 55 // 100, tail_n, avail)
         picked = [p for p in picked if head_end <= p[0] < tail_start]
-    gap = text.count(chr(10), head_end, tail_start)
-    body = [header, text[:head_end].rstrip("\n"), omitted_lines(gap, len(picked))]
-    if picked:
-        body.extend(line for _, line in sorted(picked))
-        body.append(OMITTED_LINES_END)
-    body.append(text[tail_start:])
+    picked = sorted(picked)
+
+    def body_of(picked: list[tuple[int, str]]) -> list[str]:
+        gap = text.count(chr(10), head_end, tail_start)
+        body = [header, text[:head_end].rstrip("\n"), omitted_lines(gap, len(picked))]
+        if picked:
+            body.extend(line for _, line in picked)
+            body.append(OMITTED_LINES_END)
+        body.append(text[tail_start:])
+        return body
+
+    body = body_of(picked)
     out = "\n".join(body)
-    if len(out) > max_chars:  # the markers ran over: the head gives way, the end stays
-        over = len(out) - max_chars
-        body[1] = body[1][: max(0, len(body[1]) - over)]
+    while len(out) > max_chars and picked:  # the markers ran over: key lines give way first
+        picked = picked[:-1]
+        body = body_of(picked)
+        out = "\n".join(body)
+    if len(out) > max_chars:  # then the head gives way, the end stays
+        body[1] = body[1][: max(0, len(body[1]) - (len(out) - max_chars))]
         out = "\n".join(body)
     return out[-max_chars:] if len(out) > max_chars else out
 
