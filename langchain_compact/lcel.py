@@ -234,7 +234,13 @@ class MessageCompactor:
             history = turn.history
             tail_len = len(history) - last_boundary_index(history) - 1
             cut = len(raw) - tail_len
+            tail = history[len(history) - tail_len :]
             with self._lock:
+                # The compaction's own changes to the tail it kept (read results cleared,
+                # observations digested, arguments stubbed): the raw input has them whole.
+                for key, after in zip(keys[len(keys) - tail_len :], tail, strict=True):
+                    if _message_digest(after).hex() != key:
+                        self._cleared[key] = with_meta(after, usage_anchor=None)
                 self._memo[digests[cut]] = history[: len(history) - tail_len]
                 while len(self._memo) > self.max_memo:
                     self._memo.popitem(last=False)
