@@ -49,7 +49,12 @@ from langchain_compact._ops import (
 )
 from langchain_compact._placeholders import merged_summary_header, summary_header
 from langchain_compact._provider_items import carries_provider_compaction
-from langchain_compact.budget import CHARS_PER_TOKEN, MIN_SUMMARY_TOKENS, SUMMARY_HEADER_TOKENS
+from langchain_compact.budget import (
+    CHARS_PER_TOKEN,
+    MIN_SUMMARY_TOKENS,
+    SUMMARY_HEADER_TOKENS,
+    Budget,
+)
 from langchain_compact.config import CompactionConfig
 from langchain_compact.markers import (
     KIND_SUMMARY,
@@ -86,23 +91,57 @@ from langchain_compact.tokens import (
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["compaction_steps", "expected_bound", "slim_tail"]
+__all__ = ["Compaction", "compaction_steps", "expected_bound", "slim_tail"]
 
 logger = logging.getLogger("langchain_compact")
 
-#: The smallest fidelity supplement worth adding (a couple of constraint lines).
-MIN_SUPPLEMENT_TOKENS = 32
-#: Share of the room left beside the kept messages that the summary may take. The rest
-#: absorbs the local counter's error against the provider's count (a summary is new text,
-#: so no usage report has measured it yet).
-SUMMARY_ROOM_SHARE = 0.7
-#: A tail that leaves the summary less than this share of its bound is slimmed first.
-SLIM_WHEN_ROOM_BELOW = 0.5
-#: Cap on the fixed overhead taken from a usage report (share of the window): an estimate
-#: that runs high stops runs whose next call would fit.
-MAX_OVERHEAD_SHARE = 0.25
-
 Steps = Generator[Op, Outcome, "CompactionResult"]
+
+
+# --------------------------------------------------------------------------- the compaction
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """One compaction to run: the history and how to split it, the settings, the
+    summarizer, where the originals go, the summary prepared for it, and where it stands
+    among the thread's compactions. :func:`compaction_steps` runs it; a second compaction
+    of its result is a :func:`dataclasses.replace` of it."""
+
+    messages: Sequence[BaseMessage]
+    plan: Plan
+    config: CompactionConfig
+    summarizer: Summarizer
+    archive: TranscriptArchive | None = None
+    thread_id: str = "default"
+    counter: TokenCounter = approximate_tokens
+    tools: Sequence[Any] | None = None
+    calibrate: bool = True
+    """``False``: the usage reports describe another list (see
+    :func:`~langchain_compact.compaction.compact_history`)."""
+    tokens_before: int = 0
+    """The context size the compaction starts from."""
+    index: int = 1
+    """The new summary's number."""
+    turns_since: int = 0
+    """Model turns since the previous boundary (the thrash guard)."""
+    refill_streak: int = 0
+    """The previous boundary's streak (the thrash guard)."""
+    cause: str = "trigger"
+    """``"trigger"`` or ``"fold"``."""
+    prepared_text: str | None = None
+    """A summary of ``plan.span[:prepared_covers]`` prepared before the trigger."""
+    prepared_covers: int = 0
+    prepared_note: str = ""
+    """How the prepared summary is used, for the result."""
+    last_resort: bool = True
+    """Whether the compaction may cut what nothing else can make room for: the earlier
+    summaries condensed, the task cut, the unread results digested. ``False`` while a
+    second compaction keeping the newest turn alone can still make the room (those cuts
+    wait for it)."""
+
+    def tool_tokens(self) -> int:
+        return approximate_tokens([], tools=self.tools) if self.tools else 0
 
 
 # --------------------------------------------------------------------------- the draft
@@ -112,9 +151,7 @@ Steps = Generator[Op, Outcome, "CompactionResult"]
 class _Draft:
     """The compaction being built; the phases fill it in."""
 
-    config: CompactionConfig
-    archive: TranscriptArchive | None
-    thread_id: str
+    job: Compaction
     counter: TokenCounter
     extra: int  # tool schema tokens, counted once
     head: list[BaseMessage]
@@ -133,6 +170,29 @@ class _Draft:
     units: tuple[TokenCounter, int] | None = None
     """The caller's counter and tool tokens, once the draft counts precisely (see
     :func:`count_precisely`); ``None`` while it counts with the caller's counter."""
+
+    @classmethod
+    def of(cls, job: Compaction) -> _Draft:
+        return cls(
+            job=job,
+            counter=job.counter,
+            extra=job.tool_tokens(),
+            head=job.plan.head,
+            tail=job.plan.tail,
+            bound=summary_bound(job.config),
+        )
+
+    @property
+    def config(self) -> CompactionConfig:
+        return self.job.config
+
+    @property
+    def archive(self) -> TranscriptArchive | None:
+        return self.job.archive
+
+    @property
+    def thread_id(self) -> str:
+        return self.job.thread_id
 
     def local(self, tokens: int | None) -> int | None:
         """A context size in the provider's tokens, as a local count."""
@@ -158,15 +218,16 @@ class _Draft:
         return roof - self.counter([*self.head, *self.tail]) - self.extra - SUMMARY_HEADER_TOKENS
 
     def crowded(self) -> bool:
-        """The kept messages leave the summary less than ``SLIM_WHEN_ROOM_BELOW`` of its
-        bound (``left`` as last measured)."""
-        return self.left is not None and self.left < self.bound * SLIM_WHEN_ROOM_BELOW
+        """The kept messages leave the summary too little room (``left`` as last measured;
+        :meth:`~langchain_compact.budget.Budget.crowded`)."""
+        return self.left is not None and Budget.crowded(self.left, self.bound)
 
     def fitted_bound(self) -> int:
-        """The bound sized to the room left (``SUMMARY_ROOM_SHARE`` of ``left``)."""
+        """The bound sized to the room left
+        (:meth:`~langchain_compact.budget.Budget.summary_bound_in`)."""
         if self.left is None:
             return self.bound
-        return max(MIN_SUMMARY_TOKENS, min(self.bound, int(self.left * SUMMARY_ROOM_SHARE)))
+        return Budget.summary_bound_in(self.left, self.bound)
 
     def size(self) -> int:
         """Local tokens of the compacted history as it stands."""
@@ -183,8 +244,8 @@ def measure_scale(
     tools: Sequence[Any] | None,
 ) -> tuple[float, int]:
     """Provider tokens per local token and fixed overhead: from the newest usage report,
-    else from the last boundary; the overhead is capped at ``MAX_OVERHEAD_SHARE`` of the
-    window."""
+    else from the last boundary; the overhead is capped at the budget's
+    :attr:`~langchain_compact.budget.Budget.max_overhead`."""
     measured = calibration(messages, counter=counter, tools=tools)
     if measured is None:
         b, _kept = newest_boundary(messages)
@@ -195,8 +256,8 @@ def measure_scale(
 
 def _capped(measured: tuple[float, int], config: CompactionConfig) -> tuple[float, int]:
     scale, overhead = measured
-    if config.context_window is not None:
-        overhead = min(overhead, int(config.context_window * MAX_OVERHEAD_SHARE))
+    if config.budget is not None:
+        overhead = min(overhead, config.budget.max_overhead)
     return scale, overhead
 
 
@@ -314,8 +375,9 @@ def _slim_task(draft: _Draft) -> Generator[Op, Outcome, None]:
 
 def make_room(draft: _Draft) -> Generator[Op, Outcome, None]:
     """Give the summary room: slim the tail, then an oversized task, when the kept messages
-    leave less than ``SLIM_WHEN_ROOM_BELOW`` of its bound; then size the bound to the room
-    (``SUMMARY_ROOM_SHARE`` of it), so the result fits."""
+    leave it too little room (:meth:`~langchain_compact.budget.Budget.crowded`); then size
+    the bound to the room (:meth:`~langchain_compact.budget.Budget.summary_bound_in`), so
+    the result fits."""
     draft.left = draft.room()
     if draft.crowded():
         yield from _slim_draft_tail(draft)
@@ -336,16 +398,8 @@ def expected_bound(
     """The summary bound :func:`make_room` would give a compaction of ``messages`` by
     ``plan`` (slimming the tail's older read results first when it would), for a summary
     prepared before the trigger."""
-    draft = _Draft(
-        config=config,
-        archive=None,
-        thread_id="",
-        counter=counter,
-        extra=approximate_tokens([], tools=tools) if tools else 0,
-        head=plan.head,
-        tail=plan.tail,
-        bound=summary_bound(config),
-    )
+    job = Compaction(messages, plan, config, ExtractiveSummarizer(), counter=counter, tools=tools)
+    draft = _Draft.of(job)
     draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
     draft.left = draft.room()
     if draft.crowded():
@@ -364,19 +418,19 @@ def expected_bound(
 
 
 def summarize_span(
-    draft: _Draft,
-    span: list[BaseMessage],
-    summarizer: Summarizer,
-    header: str,
-    *,
-    prepared_text: str | None = None,
-    prepared_covers: int = 0,
+    draft: _Draft, span: list[BaseMessage], header: str
 ) -> Generator[Op, Outcome, None]:
     """Summarise the span (originals of cleared results restored within the room left under
     the fit limit), then add a fidelity supplement for what the summary dropped.
 
     With a prepared summary of ``span[:prepared_covers]`` only the rest is summarised, by
     the local extractive summarizer (no model call at the trigger)."""
+    job = draft.job
+    summarizer, prepared_text, prepared_covers = (
+        job.summarizer,
+        job.prepared_text,
+        job.prepared_covers,
+    )
     fit = draft.config.fit_tokens
     restore_budget = 0 if fit is None else max(0, fit - draft.counter(span) - draft.bound)
     readable = yield from restore_originals(
@@ -418,7 +472,7 @@ def summarize_span(
     # halfway to the fit limit.
     left, cap = draft.room(facts=True), facts_bound(draft.config)
     written = draft.counter([HumanMessage(text)])
-    spare = cap if left is None else max(MIN_SUPPLEMENT_TOKENS, min(cap, left - written))
+    spare = cap if left is None else max(Budget.supplement_floor(), min(cap, left - written))
     draft.supplement = fidelity_supplement(readable, text, max_tokens=spare)
     draft.body = header + text
     if draft.supplement:
@@ -478,13 +532,7 @@ def merge_summaries(
 # --------------------------------------------------------------------------- 7. fit
 
 
-def count_precisely(
-    draft: _Draft,
-    messages: Sequence[BaseMessage],
-    tools: Sequence[Any] | None,
-    *,
-    calibrate: bool = True,
-) -> bool:
+def count_precisely(draft: _Draft) -> bool:
     """Count the draft with tiktoken, calibrated on the same usage report.
 
     The size of the compacted history decides whether the tail is slimmed, unread results
@@ -496,15 +544,19 @@ def count_precisely(
     tiktoken counts them (``saved_precise``; ``tokens._tiktoken_credit``). It costs one
     tiktoken pass over the messages not counted before (cached per text). Skipped when the
     caller counts with tiktoken already, when the encoding cannot be loaded here, or when
-    no usage report describes the history (nothing to calibrate against).
-    ``calibrate=False``: the reports describe another list; tiktoken's count is taken as it
-    is. Returns whether the draft now counts precisely."""
+    no usage report describes the history (nothing to calibrate against). Without
+    ``calibrate`` (the reports describe another list) tiktoken's count is taken as it is.
+    Returns whether the draft now counts precisely."""
     if draft.units is not None or isinstance(draft.counter, TiktokenCounter):
         return False
     precise = precise_counter()
     if precise is None:
         return False
-    measured = calibration(messages, counter=precise, tools=tools) if calibrate else (1.0, 0)
+    job = draft.job
+    tools = job.tools
+    measured = (
+        calibration(job.messages, counter=precise, tools=tools) if job.calibrate else (1.0, 0)
+    )
     if measured is None:
         return False
     draft.units = (draft.counter, draft.extra)
@@ -514,13 +566,13 @@ def count_precisely(
     return True
 
 
-def fit_next_call(
-    draft: _Draft, summarizer: Summarizer, index: int
-) -> Generator[Op, Outcome, None]:
+def fit_next_call(draft: _Draft) -> Generator[Op, Outcome, None]:
     """Slim the tail when the result is over the trigger; when the next call would not fit,
-    every read result in the tail goes, then the earlier summaries are merged into one,
-    then the new summary's supplement goes, and as the last resort unread results are
-    digested, largest first."""
+    every read result in the tail goes and the earlier summaries are merged into one. Then,
+    as the last resort (:attr:`Compaction.last_resort`: the tail is the newest turn alone),
+    the new summary's supplement goes, the earlier summaries are condensed, the task is cut
+    and unread results are digested, largest first."""
+    summarizer, index = draft.job.summarizer, draft.job.index
     local_trigger = draft.local(draft.config.trigger_tokens)
     if local_trigger is not None and draft.size() >= local_trigger:
         yield from _slim_draft_tail(draft)
@@ -536,6 +588,8 @@ def fit_next_call(
         yield from merge_summaries(draft, summarizer, index, force=True)
         if draft.size() >= before:
             draft.head, draft.merged = head, merged
+    if not draft.job.last_resort:
+        return  # a second compaction keeps the newest turn alone first
     if draft.size() > local_fit and draft.supplement:
         draft.body = draft.body[: len(draft.body) - len(draft.supplement) - 2]
     if draft.size() > local_fit:
@@ -581,58 +635,22 @@ def _condense_earlier(draft: _Draft, index: int, *, need: int) -> Generator[Op, 
 # --------------------------------------------------------------------------- the phases
 
 
-def compaction_steps(
-    messages: Sequence[BaseMessage],
-    *,
-    plan: Plan,
-    summarizer: Summarizer,
-    config: CompactionConfig,
-    archive: TranscriptArchive | None,
-    thread_id: str,
-    counter: TokenCounter,
-    tools: Sequence[Any] | None,
-    tokens_before: int,
-    index: int,
-    turns_since: int,
-    refill_streak: int,
-    cause: str,
-    prepared_text: str | None = None,
-    prepared_covers: int = 0,
-    prepared_note: str = "",
-    calibrate: bool = True,
-) -> Steps:
-    """One compaction of ``messages`` by ``plan``, as a sans-IO generator.
-
-    ``prepared_text`` summarises ``plan.span[:prepared_covers]`` already (prepared before
-    the trigger); ``prepared_note`` says how it is used, for the result.
-
-    ``tokens_before`` is the context size it starts from; ``index`` is the new summary's
-    number; ``turns_since`` and ``refill_streak`` come from the newest boundary (the thrash
-    guard); ``cause`` is ``"trigger"`` or ``"fold"``; ``calibrate=False``: the usage
-    reports describe another list (see :func:`~langchain_compact.compaction.compact_history`).
-    """
+def compaction_steps(job: Compaction) -> Steps:
+    """One compaction, as a sans-IO generator: the phases in order (see the module)."""
+    plan, config = job.plan, job.config
     # Redacted once: the archive and the summarizer both get the redacted span.
     span = maybe_redact(plan.span, config.redactor)
     ref = yield from archive_originals(
-        archive,
+        job.archive,
         span,
-        thread_id=thread_id,
+        thread_id=job.thread_id,
         reason="compaction",
         redactor=None,
-        metadata={"index": index},
+        metadata={"index": job.index},
     )
-    draft = _Draft(
-        config=config,
-        archive=archive,
-        thread_id=thread_id,
-        counter=counter,
-        extra=approximate_tokens([], tools=tools) if tools else 0,
-        head=plan.head,
-        tail=plan.tail,
-        bound=summary_bound(config),
-    )
-    if not count_precisely(draft, messages, tools, calibrate=calibrate) and calibrate:
-        draft.scale, draft.overhead = measure_scale(messages, config, counter, tools)
+    draft = _Draft.of(job)
+    if not count_precisely(draft) and job.calibrate:
+        draft.scale, draft.overhead = measure_scale(job.messages, config, job.counter, job.tools)
     yield from make_room(draft)
     # The summary's prose never takes more than what it replaces: a compaction that grows
     # the context buys nothing and breaks the cached prefix. Its fidelity supplement (the
@@ -641,55 +659,27 @@ def compaction_steps(
     draft.bound = min(
         draft.bound, max(MIN_SUMMARY_TOKENS, draft.span_tokens - SUMMARY_HEADER_TOKENS)
     )
-    header = summary_header(index=index, count=len(plan.span), archive_ref=ref)
-    yield from summarize_span(
-        draft,
-        span,
-        summarizer,
-        header,
-        prepared_text=prepared_text,
-        prepared_covers=prepared_covers,
-    )
-    yield from merge_summaries(draft, summarizer, index)
-    yield from fit_next_call(draft, summarizer, index)
-    return finish(
-        draft,
-        messages,
-        plan,
-        ref=ref,
-        index=index,
-        tokens_before=tokens_before,
-        turns_since=turns_since,
-        refill_streak=refill_streak,
-        cause=cause,
-        prepared_note=prepared_note,
-    )
+    header = summary_header(index=job.index, count=len(plan.span), archive_ref=ref)
+    yield from summarize_span(draft, span, header)
+    yield from merge_summaries(draft, job.summarizer, job.index)
+    yield from fit_next_call(draft)
+    return finish(draft, ref)
 
 
 # --------------------------------------------------------------------------- 8. finish
 
 
-def finish(
-    draft: _Draft,
-    messages: Sequence[BaseMessage],
-    plan: Plan,
-    *,
-    ref: str | None,
-    index: int,
-    tokens_before: int,
-    turns_since: int,
-    refill_streak: int,
-    cause: str,
-    prepared_note: str = "",
-) -> CompactionResult:
+def finish(draft: _Draft, ref: str | None) -> CompactionResult:
     """The boundary marker, its metadata and the result."""
-    config = draft.config
+    job = draft.job
+    config, messages, plan, index = job.config, job.messages, job.plan, job.index
+    tokens_before, cause = job.tokens_before, job.cause
     meta: dict[str, Any] = {
         "index": index,
         "archive_ref": ref,
         "span_ids": [m.id for m in plan.span],
         "kept_ids": [m.id for m in draft.tail if m.id is not None],
-        "turns_since_previous": turns_since,
+        "turns_since_previous": job.turns_since,
         "summarizer": draft.used,
         "tokens_before": tokens_before,
         "cause": cause,
@@ -718,8 +708,8 @@ def finish(
         and tokens_after >= trigger
         and tokens_after >= tokens_before
     )
-    chained = index > 1 and turns_since <= 1
-    meta["refill_streak"] = (refill_streak + 1 if chained else 1) if stuck else 0
+    chained = index > 1 and job.turns_since <= 1
+    meta["refill_streak"] = (job.refill_streak + 1 if chained else 1) if stuck else 0
     summary = summary_message(draft.body, config, plan.span, **meta, tokens_after=tokens_after)
     new = [*draft.head, summary, *draft.tail]
     kept = {m.id for m in new}
@@ -744,5 +734,5 @@ def finish(
         merged=draft.merged,
         errors=tuple(draft.errors),
         reason="compacted",
-        prepared=prepared_note,
+        prepared=job.prepared_note,
     )

@@ -46,6 +46,8 @@ SUMMARY_HEADER_TOKENS = 80
 """Local tokens of a summary's header and the message framing around it."""
 
 MIN_SUMMARY_TOKENS = 64
+#: The smallest fidelity supplement worth adding (a couple of constraint lines).
+MIN_SUPPLEMENT_TOKENS = 32
 """The shortest summary worth writing (its header aside): below it a summary cannot say
 what was done, what is pending and why."""
 
@@ -168,6 +170,33 @@ class Budget:
         larger tail would leave no summary and no next call. Under pressure the tail
         shrinks down to the newest turn, never further."""
         return max(0, self.fit - fixed - SUMMARY_HEADER_TOKENS - MIN_SUMMARY_TOKENS)
+
+    @property
+    def max_overhead(self) -> int:
+        """The most a usage report may add as fixed overhead the local count cannot see
+        (tool schemas it was not given, chat templates): a quarter of the window. A larger
+        gap is an estimate running high, and taking it whole would stop runs whose next
+        call fits."""
+        return self.window // 4
+
+    @staticmethod
+    def summary_bound_in(left: int, bound: int) -> int:
+        """The summary's bound in the room ``left`` beside the kept messages: at most 70%
+        of that room (the rest absorbs the local count's error on new text no usage report
+        has measured yet), never under :data:`MIN_SUMMARY_TOKENS` nor over ``bound``."""
+        return max(MIN_SUMMARY_TOKENS, min(bound, left * 7 // 10))
+
+    @staticmethod
+    def crowded(left: int, bound: int) -> bool:
+        """The kept messages leave the summary less than half its bound: the tail's read
+        results are cleared before the summary is squeezed (a cleared result keeps its key
+        lines and its original in the archive; a summary squeezed that far drops facts)."""
+        return left < bound / 2
+
+    @staticmethod
+    def supplement_floor() -> int:
+        """The smallest fidelity supplement worth adding: a couple of constraint lines."""
+        return MIN_SUPPLEMENT_TOKENS
 
     def unread_share(self, fixed: int) -> int:
         """The least room an unread result that cannot fit whole keeps as a digest: a

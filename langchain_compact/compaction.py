@@ -18,8 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from langchain_compact._compaction_phases import compaction_steps
-from langchain_compact._compaction_plan import CompactionResult, plan_compaction
+from langchain_compact._compaction_phases import Compaction, compaction_steps
+from langchain_compact._compaction_plan import (
+    CompactionResult,
+    Plan,
+    newest_turn_start,
+    plan_compaction,
+)
 from langchain_compact._ops import Op, Outcome, adrive, drive
 from langchain_compact._prepare import Prepared, use_prepared
 from langchain_compact._scan import HistoryFacts, history_facts, holding
@@ -357,7 +362,8 @@ def _steps(
     calibrate: bool = True,
 ) -> Generator[Op, Outcome, CompactionResult]:
     """Plan, read the boundary, check a prepared summary, then the phases (a plain result
-    when there is nothing to compact)."""
+    when there is nothing to compact); a second compaction keeping the newest turn alone
+    when the first one's tail leaves the next call no room."""
     config = config or CompactionConfig()
     summarizer = summarizer or ExtractiveSummarizer()
     plan = plan_compaction(messages, config, counter, tools)
@@ -381,25 +387,28 @@ def _steps(
         counter=counter,
         tokens_before=tokens_before,
     )
-    result = yield from compaction_steps(
+    job = Compaction(
         messages,
-        plan=use.plan,
-        prepared_text=use.text,
-        prepared_covers=use.covers,
-        prepared_note=use.note,
-        summarizer=summarizer,
-        config=config,
+        use.plan,
+        config,
+        summarizer,
         archive=archive,
         thread_id=thread_id,
         counter=counter,
         tools=tools,
+        calibrate=calibrate,
         tokens_before=tokens_before,
         index=info.count + 1,
         turns_since=info.turns_since,
         refill_streak=info.refill_streak,
         cause=cause,
-        calibrate=calibrate,
+        prepared_text=use.text,
+        prepared_covers=use.covers,
+        prepared_note=use.note,
+        # What the tail keeps beside the newest turn is summarised before anything else goes.
+        last_resort=_newest_turn_alone(use.plan),
     )
+    result = yield from compaction_steps(job)
     fit = config.fit_tokens
     if fit is None or result.tokens_after <= fit:
         return result
@@ -408,29 +417,32 @@ def _steps(
     # first one kept, so every original is archived once.
     newest = plan_compaction(result.messages, config, counter, tools, tail_tokens=0)
     if newest is None:
-        return result
+        if job.last_resort:
+            return result
+        # Nothing before the newest turn to take after all: the first compaction again,
+        # allowed its last resort.
+        return (yield from compaction_steps(replace(job, last_resort=True)))
     logger.info(
         "compaction #%d left %d tokens, over the %d that fit: compacting again, keeping the "
         "newest turn alone",
-        info.count + 1,
+        job.index,
         result.tokens_after,
         fit,
     )
     second = yield from compaction_steps(
-        result.messages,
-        plan=newest,
-        summarizer=summarizer,
-        config=config,
-        archive=archive,
-        thread_id=thread_id,
-        counter=counter,
-        tools=tools,
-        tokens_before=result.tokens_after,
-        index=info.count + 2,
-        turns_since=0,
-        refill_streak=0,
-        cause=cause,
-        calibrate=calibrate,
+        replace(
+            job,
+            messages=result.messages,
+            plan=newest,
+            tokens_before=result.tokens_after,
+            index=job.index + 1,
+            turns_since=0,
+            refill_streak=0,
+            prepared_text=None,
+            prepared_covers=0,
+            prepared_note="",
+            last_resort=True,
+        )
     )
     kept = {m.id for m in second.messages}
     return replace(
@@ -442,3 +454,9 @@ def _steps(
         errors=(*result.errors, *second.errors),
         prepared=result.prepared,
     )
+
+
+def _newest_turn_alone(plan: Plan) -> bool:
+    """Whether ``plan`` keeps only the newest turn (no second compaction could take more)."""
+    tail = plan.tail
+    return not tail or newest_turn_start(tail) == 0

@@ -21,7 +21,7 @@ from langchain_compact import (
     MessageCompactor,
     create_compacting_agent,
 )
-from langchain_compact._compaction_phases import compaction_steps
+from langchain_compact._compaction_phases import Compaction, compaction_steps
 from langchain_compact._compaction_plan import plan_compaction
 from langchain_compact._ops import drive, summary_bound
 from langchain_compact._prepare import Prepared
@@ -199,22 +199,17 @@ def test_the_messages_since_the_prepared_summary_are_folded_in_without_a_model_c
     prepared = "\n".join(f"- RESULT step={k} value={100 + k}" for k in range(5))
     result = drive(
         compaction_steps(
-            history,
-            plan=plan,
-            summarizer=LLMSummarizer(model),
-            config=config,
-            archive=None,
-            thread_id="t",
-            counter=approximate_tokens,
-            tools=None,
-            tokens_before=approximate_tokens(history),
-            index=1,
-            turns_since=0,
-            refill_streak=0,
-            cause="trigger",
-            prepared_text=prepared,
-            prepared_covers=covers,
-            prepared_note="used + key lines",
+            Compaction(
+                history,
+                plan,
+                config,
+                LLMSummarizer(model),
+                thread_id="t",
+                tokens_before=approximate_tokens(history),
+                prepared_text=prepared,
+                prepared_covers=covers,
+                prepared_note="used + key lines",
+            )
         )
     )
     assert model.calls == []
@@ -248,26 +243,19 @@ def test_a_prepared_summary_larger_than_the_room_is_condensed_to_its_key_facts()
     prepared = "\n".join([*facts, *noise])
     assert approximate_tokens(plan.span) > approximate_tokens([HumanMessage(prepared)]) + 80
     kwargs: dict[str, Any] = {
-        "plan": plan,
-        "summarizer": LLMSummarizer(model),
-        "archive": None,
         "thread_id": "t",
-        "counter": approximate_tokens,
-        "tools": None,
         "tokens_before": approximate_tokens(history),
-        "index": 1,
-        "turns_since": 0,
-        "refill_streak": 0,
-        "cause": "trigger",
+        "prepared_text": prepared,
         "prepared_covers": len(plan.span),
     }
     tight = CompactionConfig(context_window=WINDOW, keep_last_n=4, summary_budget_ratio=0.05)
-    result = drive(compaction_steps(history, config=tight, prepared_text=prepared, **kwargs))
+    summarizer = LLMSummarizer(model)
+    result = drive(compaction_steps(Compaction(history, plan, tight, summarizer, **kwargs)))
     text = result.summary.text  # type: ignore[union-attr]
     assert model.calls == []
     assert all(f.removeprefix("- ") in text for f in facts)
     assert text.count("called run_step") < 40
-    roomy = drive(compaction_steps(history, config=config, prepared_text=prepared, **kwargs))
+    roomy = drive(compaction_steps(Compaction(history, plan, config, summarizer, **kwargs)))
     assert roomy.summary.text.count("called run_step") == 40  # type: ignore[union-attr]
 
 
