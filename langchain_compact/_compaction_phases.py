@@ -652,13 +652,11 @@ def compaction_steps(job: Compaction) -> Steps:
     if not count_precisely(draft) and job.calibrate:
         draft.scale, draft.overhead = measure_scale(job.messages, config, job.counter, job.tools)
     yield from make_room(draft)
-    # The summary's prose never takes more than what it replaces: a compaction that grows
-    # the context buys nothing and breaks the cached prefix. Its fidelity supplement (the
-    # facts the prose dropped) may still take the room: facts are the last thing given up.
+    # The summary's prose compresses what it replaces (Budget.summary_prose). Its fidelity
+    # supplement (the facts the prose dropped) may still take the room: facts are the last
+    # thing given up.
     draft.span_tokens = draft.counter(span)
-    draft.bound = min(
-        draft.bound, max(MIN_SUMMARY_TOKENS, draft.span_tokens - SUMMARY_HEADER_TOKENS)
-    )
+    draft.bound = min(draft.bound, Budget.summary_prose(draft.span_tokens))
     header = summary_header(index=job.index, count=len(plan.span), archive_ref=ref)
     yield from summarize_span(draft, span, header)
     yield from merge_summaries(draft, job.summarizer, job.index)

@@ -187,6 +187,16 @@ class Budget:
         return max(MIN_SUMMARY_TOKENS, min(bound, left * 7 // 10))
 
     @staticmethod
+    def summary_prose(span_tokens: int) -> int:
+        """The most a summary's prose may take: a quarter of the span it replaces (never
+        under :data:`MIN_SUMMARY_TOKENS`). A compaction is paid for with a summarizer call
+        and a broken prompt cache, and it buys room only by compressing: prose at a quarter
+        of its span frees three quarters of it. What the prose leaves out is not lost: the
+        fidelity supplement carries the dropped facts verbatim and the archive keeps the
+        originals for recall."""
+        return max(MIN_SUMMARY_TOKENS, span_tokens // 4)
+
+    @staticmethod
     def crowded(left: int, bound: int) -> bool:
         """The kept messages leave the summary less than half its bound: the tail's read
         results are cleared before the summary is squeezed (a cleared result keeps its key

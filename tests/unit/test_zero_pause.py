@@ -225,11 +225,12 @@ def test_a_prepared_summary_larger_than_the_room_is_condensed_to_its_key_facts()
     lines go down to the room, every ``key = value`` fact stays."""
     model = FactKeeper()
     config = CompactionConfig(context_window=WINDOW, keep_last_n=4)
-    # A summary is never larger than the span it replaces (issue 19): each result carries
-    # 30 log lines, so the span (~1,240 tokens) is larger than the prepared summary (~940)
-    # and only the room, not the span, decides what is condensed.
+    # A summary's prose takes at most a quarter of the span it replaces (Budget.summary_prose):
+    # each result carries 130 log lines, so a quarter of the span (~4,000 tokens) is more
+    # than the prepared summary (~940) and only the room, not the span, decides what is
+    # condensed.
     history = [
-        ToolMessage("log line\n" * 30 + m.text, tool_call_id=m.tool_call_id, id=m.id)
+        ToolMessage("log line\n" * 130 + m.text, tool_call_id=m.tool_call_id, id=m.id)
         if isinstance(m, ToolMessage)
         else m
         for m in _history(12)
