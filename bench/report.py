@@ -504,9 +504,15 @@ WHY: dict[str, Callable[[str], str]] = {
         "call (see above)."
     ),
     "peak": lambda p: (
-        f"{_name(p)} cuts every input to its budget, so it peaks lower; ours lets the "
-        "context grow to the trigger and keeps the system prompt, the pinned task, every "
-        "summary and the kept tail."
+        f"{_name(p)} "
+        + (
+            "keeps only a tenth of the window of recent messages beside its summary, so it "
+            "peaks lower"
+            if p == "deepagents"
+            else "cuts every input to its budget, so it peaks lower"
+        )
+        + "; ours lets the context grow to the trigger and keeps the system prompt, the "
+        "pinned task, every summary and the kept tail."
     ),
     "facts": lambda p: (
         f"{_name(p)} "
@@ -809,8 +815,8 @@ def readme_section(results: dict[str, Any]) -> str:
         "settings `create_deep_agent` gives it for a model whose profile states the window "
         '(`keep=("fraction", 0.10)`, tool-argument truncation, the history offloaded to its '
         'default `StateBackend`) except the trigger, `("tokens", T)` like the others, behind '
-        "its `FilesystemMiddleware`'s eviction of tool results over 20,000 tokens (see "
-        "*deepagents* below). Ours is `add_compaction`'s graph nodes with "
+        "its `FilesystemMiddleware`'s eviction of tool results over 20,000 tokens (how it "
+        "is wired: the top of this page). Ours is `add_compaction`'s graph nodes with "
         "`CompactionConfig(context_window=W)` defaults; `compact_messages` (the LCEL "
         "transformer) is shown too. **Every system that summarises uses the same "
         "summarizer model**: a deterministic fake chat model that returns an extractive "
