@@ -417,7 +417,7 @@ def counting_bench(
         "approximate_tokens": ("langchain-compact (default)", approximate_tokens),
         "TiktokenCounter": ("langchain-compact (exact option)", TiktokenCounter("gpt-4o")),
         "count_tokens_approximately": (
-            "SummarizationMiddleware, ContextEditingMiddleware, langmem, trim_messages",
+            "SummarizationMiddleware, ContextEditingMiddleware, langmem, trim_messages, deepagents",
             count_tokens_approximately,
         ),
     }
@@ -476,6 +476,7 @@ def environment() -> dict[str, Any]:
         "langchain",
         "langgraph",
         "langmem",
+        "deepagents",
         "tiktoken",
     ):
         try:

@@ -29,6 +29,12 @@ Systems (all at the same budget: trigger ``T = 0.75 x window``, summary bound ``
 * ``trim_messages``: langchain-core ``trim_messages(strategy="last", max_tokens=T,
   token_counter=count_tokens_approximately, start_on="human", end_on=("human", "tool"),
   include_system=True)`` on the full history, as LangGraph's docs show it.
+* ``deepagents``: the context management ``create_deep_agent`` installs, with its default
+  ``StateBackend`` and a model whose profile says ``max_input_tokens=W``: deepagents'
+  ``SummarizationMiddleware`` with the parameters of its ``create_summarization_middleware``
+  except the trigger, which is ``("tokens", T)`` like every peer's (see
+  :func:`deepagents_summarization`), behind ``FilesystemMiddleware``'s eviction of large
+  tool results and user messages (see :class:`DeepAgents`).
 
 The same summarizer model serves every system that takes one: :class:`ExtractiveSummaryModel`,
 a deterministic chat model that writes an extractive summary of the text it is given, so no
@@ -65,6 +71,9 @@ with warnings.catch_warnings():
         DEFAULT_INITIAL_SUMMARY_PROMPT,
     )
 
+from deepagents.middleware.summarization import (
+    DEEPAGENTS_DEFAULT_SUMMARY_PROMPT as DEEPAGENTS_SUMMARY_PROMPT,
+)
 from langchain.agents.middleware import (
     ClearToolUsesEdit,
     ContextEditingMiddleware,
@@ -73,7 +82,12 @@ from langchain.agents.middleware import (
 from langchain.agents.middleware.summarization import (
     DEFAULT_SUMMARY_PROMPT as LC_SUMMARY_PROMPT,
 )
-from langchain.agents.middleware.types import ModelRequest, ModelResponse
+from langchain.agents.middleware.types import (
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+)
 
 from langchain_compact import CompactionConfig
 from langchain_compact.compaction import compaction_info
@@ -91,6 +105,7 @@ SYSTEMS = (
     "lc_context_editing",
     "langmem",
     "trim_messages",
+    "deepagents",
 )
 LABELS = {
     "ours": "langchain-compact (graph nodes)",
@@ -99,9 +114,10 @@ LABELS = {
     "lc_context_editing": "langchain ContextEditingMiddleware",
     "langmem": "langmem SummarizationNode",
     "trim_messages": "langchain-core trim_messages",
+    "deepagents": "deepagents SummarizationMiddleware (+ large-result eviction)",
     "ours_default": "langchain-compact (graph, default summarizer)",
 }
-SUMMARIZING = ("ours", "ours_lcel", "lc_summarization", "langmem")
+SUMMARIZING = ("ours", "ours_lcel", "lc_summarization", "langmem", "deepagents")
 _RUN_CONFIG: Any = {"configurable": {"thread_id": "bench"}}
 #: trim_messages as LangGraph's "manage message history" guide configures it.
 _TRIM_KWARGS: dict[str, Any] = {
@@ -149,6 +165,7 @@ def _instruction_patterns(templates: Sequence[str]) -> list[re.Pattern[str]]:
 
 def _prompt_templates() -> list[str]:
     out = [LC_SUMMARY_PROMPT, OUR_SUMMARY_PROMPT, "Here is a summary of the conversation to date:"]
+    out += [DEEPAGENTS_SUMMARY_PROMPT, DEEPAGENTS_SUMMARY_MESSAGE]
     for prompt in (
         DEFAULT_INITIAL_SUMMARY_PROMPT,
         DEFAULT_EXISTING_SUMMARY_PROMPT,
@@ -164,6 +181,16 @@ def _prompt_templates() -> list[str]:
     ]
     return out
 
+
+#: The text deepagents' SummarizationMiddleware wraps a summary in
+#: (``_build_new_messages_with_path`` in ``deepagents/middleware/summarization.py``); a later
+#: summary of it does not copy it.
+DEEPAGENTS_SUMMARY_MESSAGE = (
+    "You are in the middle of a conversation that has been summarized.\n"
+    "The full conversation history has been saved to {file_path} should you need to refer "
+    "back to it for details.\n"
+    "A condensed summary follows:"
+)
 
 _INSTRUCTIONS = _instruction_patterns(_prompt_templates())
 _FORMAT_TAGS = re.compile(r"</?(?:message|messages|content|tool_call|conversation)\b[^>\n]*>")
@@ -517,8 +544,201 @@ class Trim(Adapter):
         return list(out), False, ""
 
 
+def deepagents_summarization(
+    budget: Budget, model: BaseChatModel, summary_model: BaseChatModel, backend: Any
+) -> Any:
+    """deepagents' ``SummarizationMiddleware`` as ``create_deep_agent`` builds it, at the
+    bench's trigger.
+
+    ``create_deep_agent`` (``deepagents/graph.py``, deepagents 0.7.32) puts
+    ``create_summarization_middleware(model, backend)`` in the main agent's stack (line 931),
+    with ``backend = StateBackend()`` when none is passed (line 671). That factory
+    (``deepagents/middleware/summarization.py``, lines 1873-1962) passes
+    ``compute_summarization_defaults(model)`` (lines 279-316), which for a model whose
+    profile has ``max_input_tokens`` are ``trigger=("fraction", 0.85)``,
+    ``keep=("fraction", 0.10)`` and ``truncate_args_settings={"trigger": ("fraction", 0.85),
+    "keep": ("fraction", 0.10)}``, with ``trim_tokens_to_summarize=None``,
+    ``token_counter=count_tokens_approximately`` and ``DEEPAGENTS_DEFAULT_SUMMARY_PROMPT``.
+    All of these are kept except the trigger: ``("tokens", T)`` like every other peer's, and
+    the argument truncation's trigger with it (deepagents ties the two together).
+
+    ``model`` is the agent's model (its profile gives the window; the middleware's
+    ``keep`` fraction and its over-budget check read it); ``summary_model`` writes the
+    summaries through the documented ``summarizer=`` parameter, so deepagents summarises with
+    the same model as every other peer.
+    """
+    from deepagents.middleware.summarization import SummarizationMiddleware as DeepSummarization
+
+    return DeepSummarization(
+        model=model,
+        backend=backend,
+        trigger=("tokens", budget.trigger),
+        keep=("fraction", 0.10),
+        token_counter=count_tokens_approximately,
+        summary_prompt=DEEPAGENTS_SUMMARY_PROMPT,
+        trim_tokens_to_summarize=None,
+        truncate_args_settings={"trigger": ("tokens", budget.trigger), "keep": ("fraction", 0.10)},
+        summarizer=summary_model,
+    )
+
+
+class _AgentModel(BaseChatModel):
+    """The agent model's stand-in in a replay: the transcript supplies the replies; this
+    only carries what deepagents reads from the agent model, its profile (the window) and
+    its provider (to trust the usage the replies report). Never called."""
+
+    provider: str = "openai"
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-replay"
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = self.provider
+        return params
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        raise RuntimeError("the replay's agent model is never called")
+
+
+class DeepAgents(Adapter):
+    """deepagents' context management, hook by hook as ``create_deep_agent``'s stack runs it.
+
+    ``FilesystemMiddleware(backend=StateBackend())`` with its defaults
+    (``tool_token_limit_before_evict=20000``, ``human_message_token_limit_before_evict=50000``)
+    sees every new tool result through its ``wrap_tool_call`` (a result over 80,000
+    characters goes to the backend, the model sees a head and tail preview and the path), and
+    wraps the model call outside :func:`deepagents_summarization`'s ``wrap_model_call``
+    (their order in ``create_deep_agent``); the model request has no tools, so the
+    filesystem middleware adds nothing to the system prompt. The state updates the hooks
+    return (the summarization event, the session id, replaced messages) are applied as
+    ``create_agent`` applies them; a ``ContextOverflowError`` the middleware raises (the
+    input is still over its budget, 95% of the window, after compacting) ends the run like a
+    stop. ``StateBackend`` writes to the graph's ``files`` channel, so the hooks run inside
+    a one-node LangGraph graph whose state carries the files; only the hook calls are timed.
+    ``PatchToolCallsMiddleware`` (a ``before_agent`` hook that answers dangling tool calls
+    once per invocation) has nothing to do on a replayed transcript and is left out.
+    """
+
+    name = "deepagents"
+    separate_system = True
+
+    def __init__(self, budget: Budget, summary_model: ExtractiveSummaryModel) -> None:
+        super().__init__(budget, summary_model)
+        from deepagents.backends import StateBackend
+        from deepagents.middleware.filesystem import FilesystemMiddleware, FilesystemState
+        from langgraph.graph import START, StateGraph
+
+        backend = StateBackend()
+        self.model = _AgentModel(profile={"max_input_tokens": budget.window})
+        self.filesystem: Any = FilesystemMiddleware(backend=backend)
+        self.summarization: Any = deepagents_summarization(
+            budget, self.model, summary_model, backend
+        )
+        self.private: dict[str, Any] = {}  # _summarization_event, _summarization_session_id
+        self.files: dict[str, Any] = {}
+        self._new: list[BaseMessage] = []
+        self._out: tuple[list[BaseMessage], bool, str] = ([], False, "")
+        builder: Any = StateGraph(FilesystemState)
+        builder.add_node("hooks", self._hooks)
+        builder.add_edge(START, "hooks")
+        self.graph = builder.compile()
+
+    def _append(self, new: Sequence[BaseMessage]) -> None:
+        for m in new:
+            if isinstance(m, SystemMessage) and not self.messages and self.system is None:
+                self.system = m
+            else:
+                self._new.append(m)
+
+    def _tool_name(self, call_id: str) -> str:
+        for m in reversed(self.messages):
+            if isinstance(m, AIMessage):
+                for call in m.tool_calls:
+                    if call["id"] == call_id:
+                        return call["name"]
+        return ""
+
+    def _evict(self, message: BaseMessage) -> BaseMessage:
+        """A new tool result through ``FilesystemMiddleware.wrap_tool_call``."""
+        from langchain_core.messages import ToolMessage
+
+        if not isinstance(message, ToolMessage):
+            return message
+        name = self._tool_name(message.tool_call_id) or message.name or "tool"
+        call = {"name": name, "args": {}, "id": message.tool_call_id, "type": "tool_call"}
+        request: Any = ToolCallRequest(
+            tool_call=call,  # type: ignore[arg-type]
+            tool=None,
+            state={"messages": self.messages},
+            runtime=None,  # type: ignore[arg-type]
+        )
+        out = self._timed(self.filesystem.wrap_tool_call, request, lambda _r: message)
+        return out if isinstance(out, BaseMessage) else message
+
+    def _hooks(self, state: Any) -> dict[str, Any]:
+        from langchain_core.exceptions import ContextOverflowError
+
+        self.files = dict(state.get("files") or {})
+        new, self._new = [self._evict(m) for m in self._new], []
+        self.messages = add_messages(self.messages, new)
+        seen: list[Any] = []
+        commands: list[Any] = []
+
+        def handler(request: Any) -> Any:
+            seen.append(request)
+            return ModelResponse(result=[AIMessage("")])
+
+        def summarize(request: Any) -> Any:
+            out = self.summarization.wrap_model_call(request, handler)
+            if isinstance(out, ExtendedModelResponse):
+                commands.append(out.command)
+                return out.model_response
+            return out
+
+        request: Any = ModelRequest(
+            model=self.model,
+            messages=list(self.messages),
+            system_message=self.system,
+            tools=[],
+            state={"messages": self.messages, "files": self.files, **self.private},  # type: ignore[typeddict-item]
+            runtime=None,
+            model_settings={},
+        )
+        try:
+            out = self._timed(self.filesystem.wrap_model_call, request, summarize)
+        except ContextOverflowError as exc:
+            self._out = (
+                self._with_system(self.messages),
+                True,
+                f"raised ContextOverflowError: {exc}",
+            )
+            return {}
+        if isinstance(out, ExtendedModelResponse):
+            commands.append(out.command)
+        for command in commands:
+            update = dict(command.update or {}) if command is not None else {}
+            if "messages" in update:
+                self.messages = add_messages(self.messages, update.pop("messages"))
+            self.private.update(update)
+        sent = seen[-1]
+        system = [sent.system_message] if sent.system_message is not None else []
+        self._out = (system + list(sent.messages), False, "")
+        return {}
+
+    def _hook(self) -> tuple[list[BaseMessage], bool, str]:
+        out = self.graph.invoke({"messages": [], "files": self.files})
+        self.files = dict(out.get("files") or {})
+        return self._out
+
+    def observe(self, reply: BaseMessage) -> None:
+        self.messages = add_messages(self.messages, [reply])
+
+
 ADAPTERS: dict[str, type[Adapter]] = {
-    cls.name: cls for cls in (Ours, OursLCEL, LCSummarization, LCContextEditing, LangMem, Trim)
+    cls.name: cls
+    for cls in (Ours, OursLCEL, LCSummarization, LCContextEditing, LangMem, Trim, DeepAgents)
 }
 
 
@@ -609,6 +829,40 @@ def _langmem_graph(model: Any, tools: Sequence[Any], node: Any) -> Any:
     return builder.compile()
 
 
+def deepagents_agent(budget: Budget, model: Any, tools: Sequence[Any], summary_model: Any) -> Any:
+    """A real agent with deepagents' context management: ``create_agent`` with the
+    middleware ``create_deep_agent`` puts around the model for it, in its order
+    (:func:`deepagents_summarization`, then ``PatchToolCallsMiddleware``), a ``StateBackend``
+    and deepagents' file state (where the summarized history is offloaded). The agent model
+    gets a profile with ``max_input_tokens`` = the window, as a real model has, and the
+    middleware's ``model`` (its profile, and the provider whose reported usage it trusts) is
+    an :class:`_AgentModel` with that profile and the provider the scripted replies carry.
+
+    ``create_deep_agent`` itself also adds ``FilesystemMiddleware``'s eight file tools and
+    the ``task`` tool for subagents; their schemas (about 2,400 tokens for the file tools
+    alone) would fill most of a 4k window before any compaction, so they are left out and
+    every system runs with the same tools. Their large-result eviction (over 80,000
+    characters) never fires on these tasks' results."""
+    from deepagents.backends import StateBackend
+    from deepagents.middleware.filesystem import FilesystemState
+    from deepagents.middleware.patch_tool_calls import PatchToolCallsMiddleware
+    from langchain.agents import create_agent
+
+    profile = {"max_input_tokens": budget.window}
+    profiled = model.model_copy(update={"profile": profile})
+    # What the middleware reads from its ``model``: the profile, and the provider it checks
+    # the replies' reported usage against (a real model's replies carry its own provider;
+    # the scripted models here stamp the shared summarizer's).
+    agent_model = _AgentModel(profile=profile, provider=getattr(summary_model, "provider", ""))
+    summarization = deepagents_summarization(budget, agent_model, summary_model, StateBackend())
+    return create_agent(
+        profiled,
+        list(tools),
+        middleware=[summarization, PatchToolCallsMiddleware()],
+        state_schema=FilesystemState,
+    )
+
+
 def dependent_agent(
     name: str, budget: Budget, model: Any, tools: Sequence[Any], summary_model: Any
 ) -> Any:
@@ -661,6 +915,8 @@ def dependent_agent(
             tools,
             lambda msgs: trim_messages(msgs, max_tokens=budget.trigger, **_TRIM_KWARGS),
         )
+    if name == "deepagents":
+        return deepagents_agent(budget, model, tools, summary_model)
     raise ValueError(f"unknown system {name!r}; choose from {SYSTEMS}")
 
 
@@ -675,6 +931,8 @@ __all__ = [
     "Prepared",
     "compacted_now",
     "compactions_in",
+    "deepagents_agent",
+    "deepagents_summarization",
     "dependent_agent",
     "extractive_summary",
     "make",

@@ -25,6 +25,7 @@ _SHORT = {
     "lc_context_editing": "ContextEditingMiddleware",
     "langmem": "langmem SummarizationNode",
     "trim_messages": "trim_messages",
+    "deepagents": "deepagents",
     "ours_default": "ours (graph, default summarizer)",
 }
 
@@ -417,6 +418,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         "lc_context_editing": {"lw": 1.1, "color": "#2ca02c"},
         "langmem": {"lw": 1.1, "color": "#9467bd"},
         "trim_messages": {"lw": 1.1, "color": "#7f7f7f"},
+        "deepagents": {"lw": 1.1, "color": "#8c564b"},
     }
     for s in _systems(results):
         data = sy["systems"][s]["context_per_call"]
@@ -455,6 +457,8 @@ _CHEAPER = {
     "lc_context_editing": "one approximate count (plus a deep copy of the history)",
     "langmem": "one approximate count per message",
     "ours_lcel": "a digest lookup per message to replay its memo, then the same work",
+    "deepagents": "one approximate count of the history with the system prompt and tool "
+    "schemas; nothing else until the trigger",
 }
 
 WHY: dict[str, Callable[[str], str]] = {
@@ -490,6 +494,8 @@ WHY: dict[str, Callable[[str], str]] = {
             "lc_summarization": "keeps one summary and no pinned task or system-prompt accounting",
             "langmem": "keeps one running summary and no pinned task",
             "lc_context_editing": "clears tool results only",
+            "deepagents": "keeps one summary and a tenth of the window of recent messages, "
+            "with no pinned task or system-prompt accounting",
         }.get(p, "sends less per call")
         + "."
     ),
@@ -498,9 +504,15 @@ WHY: dict[str, Callable[[str], str]] = {
         "call (see above)."
     ),
     "peak": lambda p: (
-        f"{_name(p)} cuts every input to its budget, so it peaks lower; ours lets the "
-        "context grow to the trigger and keeps the system prompt, the pinned task, every "
-        "summary and the kept tail."
+        f"{_name(p)} "
+        + (
+            "keeps only a tenth of the window of recent messages beside its summary, so it "
+            "peaks lower"
+            if p == "deepagents"
+            else "cuts every input to its budget, so it peaks lower"
+        )
+        + "; ours lets the context grow to the trigger and keeps the system prompt, the "
+        "pinned task, every summary and the kept tail."
     ),
     "facts": lambda p: (
         f"{_name(p)} "
@@ -797,9 +809,14 @@ def readme_section(results: dict[str, Any]) -> str:
         'to window / 8): langchain `SummarizationMiddleware(trigger=("tokens", T), '
         'keep=("messages", 4))` and `ContextEditingMiddleware(edits=[ClearToolUsesEdit('
         "trigger=T, keep=3)])` through their real hooks, langmem `SummarizationNode("
-        "max_tokens=T, max_tokens_before_summary=T, max_summary_tokens=S)`, and "
+        "max_tokens=T, max_tokens_before_summary=T, max_summary_tokens=S)`, "
         '`trim_messages(strategy="last", max_tokens=T, start_on="human", '
-        "include_system=True)`. Ours is `add_compaction`'s graph nodes with "
+        "include_system=True)`, and deepagents' own `SummarizationMiddleware` with the "
+        "settings `create_deep_agent` gives it for a model whose profile states the window "
+        '(`keep=("fraction", 0.10)`, tool-argument truncation, the history offloaded to its '
+        'default `StateBackend`) except the trigger, `("tokens", T)` like the others, behind '
+        "its `FilesystemMiddleware`'s eviction of tool results over 20,000 tokens (how it "
+        "is wired: the top of this page). Ours is `add_compaction`'s graph nodes with "
         "`CompactionConfig(context_window=W)` defaults; `compact_messages` (the LCEL "
         "transformer) is shown too. **Every system that summarises uses the same "
         "summarizer model**: a deterministic fake chat model that returns an extractive "

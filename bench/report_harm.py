@@ -18,6 +18,7 @@ _SHORT = {
     "lc_context_editing": "ContextEditingMiddleware",
     "langmem": "langmem SummarizationNode",
     "trim_messages": "trim_messages",
+    "deepagents": "deepagents",
 }
 
 

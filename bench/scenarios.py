@@ -2,7 +2,8 @@
 
 * :func:`twelve_turns`: a scripted model calls a tool 12 times (each result about 3,100
   tokens) and then answers, in an 8k window: through ``create_agent`` with
-  ``CompactionMiddleware`` (ours) and with ``SummarizationMiddleware``, and through
+  ``CompactionMiddleware`` (ours), with ``SummarizationMiddleware`` and with deepagents'
+  context middleware (:func:`bench.peers.deepagents_agent`), and through
   ``create_compacting_agent``. Did the run finish, how many model calls did it make, did a
   fresh result reach the model cut or cleared?
 * :class:`ToolOnlyPolicy`: the dependent task's context-reading policy, but its tool calls
@@ -139,6 +140,9 @@ def _scenario_agent(name: str, model: Any, tools: list[BaseTool], truth: TruthCo
             model=summary, trigger=("tokens", budget.trigger), keep=("messages", 4)
         )
         return create_agent(model, tools, middleware=[middleware])
+    if name == "deepagents":
+        summary = peers.make_summary_model(budget, truth)
+        return peers.deepagents_agent(budget, model, tools, summary)
     raise ValueError(f"unknown scenario system {name!r}")
 
 
@@ -146,6 +150,7 @@ SCENARIO_SYSTEMS = {
     "ours_graph": "langchain-compact create_compacting_agent",
     "ours_middleware": "create_agent + CompactionMiddleware",
     "lc_summarization": "create_agent + SummarizationMiddleware",
+    "deepagents": "create_agent + deepagents SummarizationMiddleware",
 }
 
 

@@ -130,6 +130,7 @@ PEER_LABELS = {
     "lc_context_editing": "langchain `ContextEditingMiddleware`",
     "langmem": "langmem `SummarizationNode`",
     "trim_messages": "langchain-core `trim_messages`",
+    "deepagents": "deepagents `SummarizationMiddleware`",
 }
 
 

@@ -18,6 +18,7 @@ pytest.importorskip("matplotlib")
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     pytest.importorskip("langmem")
+pytest.importorskip("deepagents")
 
 from bench import workloads
 
@@ -302,3 +303,88 @@ def test_the_values_only_tool_results_held_task_finishes_as_the_bench_runs_it(wi
         )
     for name, result in out["windows"][str(window)].items():
         assert result["finished"], (name, result["verdict"])
+
+
+def test_deepagents_is_a_peer_with_a_row_in_every_table(quick_run: tuple[dict, Path]) -> None:
+    """deepagents runs in every workload and gets the same columns as every peer, with
+    values its own hooks produced: in the 4k window it summarised (its history offloaded
+    to the backend) and kept every call under the window."""
+    from bench import report, report_harm
+    from bench.scenarios import SCENARIO_SYSTEMS
+
+    results, out = quick_run
+    assert "deepagents" in results["config"]["systems"]
+    assert results["meta"]["versions"]["deepagents"] != "not installed"
+    small = results["transcripts"]["4000"]["deepagents"]
+    peer = results["transcripts"]["4000"]["lc_summarization"]
+    assert set(small) == set(peer)
+    assert small["calls"] == small["scripted_calls"] > 0
+    assert small["summarizer_calls"] > 0 and small["compactions"] > 0
+    assert small["over_window_calls"] == 0 and small["invalid_calls"] == 0
+    assert 0 < small["cost_usd"] < peer["cost_usd"] * 10
+    synthetic = results["synthetic"]["systems"]["deepagents"]
+    assert synthetic["summarizer_calls"] > 0 and synthetic["peak_context"] <= 4000
+    assert "deepagents" in SCENARIO_SYSTEMS
+    for per in results["scenario"]["kinds"].values():
+        assert per["systems"]["deepagents"]["model_calls"] > 0
+    for key in ("dependent", "dependent_tool_only"):
+        assert "deepagents" in results[key]["systems"]
+    md = (out / "latest.md").read_text(encoding="utf-8")
+    text = report.readme_section(results)
+    tables = [
+        report.overhead_table(results),
+        report.transcripts_table(results, "4000"),
+        report.synthetic_table(results),
+        report.dependent_table(results),
+        report_harm.fresh_table(results),
+        report_harm.stops_table(results),
+        report_harm.cache_table(results),
+        report_harm.uncached_table(results),
+        report_harm.overview_table(results),
+        report_harm.probe_table(results),
+    ]
+    for table in tables:
+        rows = [line for line in table.splitlines() if line.startswith("| deepagents |")]
+        assert len(rows) == 1, table
+        header = table.splitlines()[0]
+        assert rows[0].count("|") == header.count("|")
+        assert "n/a" not in rows[0]  # a summarising peer: every column applies
+        assert rows[0] in md or rows[0] in text
+
+
+def test_deepagents_evicts_a_large_tool_result_and_offloads_what_it_summarises() -> None:
+    """The replay adapter runs deepagents' own hooks: a tool result over 80,000 characters
+    reaches the model as a preview with the path it was written to, and a compaction writes
+    the summarised history to the backend and names its file in the summary message."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from bench.__main__ import replay
+    from bench.metrics import TruthCounter
+    from bench.peers import Budget, make
+
+    truth = TruthCounter()
+    call = {"name": "run_shell", "args": {"cmd": "make"}, "id": "c1", "type": "tool_call"}
+    big = "build step 12345 finished with status=0\n" * 2500  # 100,000 characters
+    history = [
+        SystemMessage("You are a build agent.", id="s"),
+        HumanMessage("Run the build and report the failing step.", id="t"),
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage(big, tool_call_id="c1", id="r1"),
+        AIMessage("No step failed.", id="a2"),
+    ]
+    adapter = make("deepagents", Budget(8000), truth)
+    log = replay(adapter, history, truth=truth, window=8000)
+    assert not log.stopped and len(log.context) == 2
+    sent = log.last_input[-1]
+    assert isinstance(sent, ToolMessage) and "/large_tool_results/c1" in str(sent.content)
+    assert truth([sent]) < 2000 and not log.summarizer_calls
+    assert "/large_tool_results/c1" in adapter.files  # type: ignore[attr-defined]
+
+    adapter = make("deepagents", Budget(4000), truth)
+    run = workloads.synthetic_run(calls=30, facts=3)
+    log = replay(adapter, run.messages, truth=truth, window=4000)
+    assert log.summarizer_calls and not log.summary()["over_window_calls"]
+    paths = [p for p in adapter.files if p.startswith("/conversation_history/")]  # type: ignore[attr-defined]
+    assert len(paths) == 1
+    summary = next(m for m in log.last_input if "has been summarized" in str(m.content))
+    assert paths[0] in str(summary.content)
