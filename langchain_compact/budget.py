@@ -186,6 +186,14 @@ class Budget:
         has measured yet), never under :data:`MIN_SUMMARY_TOKENS` nor over ``bound``."""
         return max(MIN_SUMMARY_TOKENS, min(bound, left * 7 // 10))
 
+    @property
+    def worth_compacting(self) -> int:
+        """The least a span must hold for a compaction at the trigger while the next call
+        still fits: twice the smallest summary, header included. A smaller span would cost
+        a summarizer call and a broken prompt cache to free next to nothing; the compaction
+        waits until the span grows or the next call no longer fits."""
+        return 2 * (SUMMARY_HEADER_TOKENS + MIN_SUMMARY_TOKENS)
+
     @staticmethod
     def summary_prose(span_tokens: int) -> int:
         """The most a summary's prose may take: a quarter of the span it replaces (never

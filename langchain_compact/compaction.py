@@ -252,6 +252,11 @@ def decide(
             f"the next call cannot fit: {tokens} tokens with {window - fit} reserved for the "
             f"reply exceed the {window}-token window, and nothing is left to compact",
         )
+    budget = config.budget
+    if budget is not None and tokens <= fit and counter(plan.span) < budget.worth_compacting:
+        # It would pay a summarizer call and a broken prompt cache to free next to nothing:
+        # wait until the span grows, or the next call no longer fits.
+        return Decision("continue", tokens, trigger, "over the trigger, too little to compact yet")
     return Decision("compact", tokens, trigger, f"{tokens} tokens >= trigger {trigger}")
 
 

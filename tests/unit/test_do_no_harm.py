@@ -47,7 +47,7 @@ from langchain_compact.markers import (
     kind_of,
 )
 from langchain_compact.microcompact import micro_compact
-from langchain_compact.tokens import approximate_tokens, context_tokens
+from langchain_compact.tokens import approximate_tokens, context_tokens, precise_context_tokens
 
 BIG_WINDOW = 128_000
 
@@ -187,10 +187,15 @@ def test_an_unread_result_is_left_whole_when_a_compaction_can_make_the_room() ->
     assert core.count(history) > config.fit_tokens  # type: ignore[operator]
     step = core.micro(history, "t")
     assert step.messages[-1].content == history[-1].content
-    assert core.decide(step.messages).action == "compact"
-    result = core.compact(step.messages, "t")
-    assert result.messages[-1].content == history[-1].content, "it reaches the model whole"
-    assert core.after_compaction(result.messages) == "continue"
+    # Clearing what the model has read may be enough by tiktoken's count (the estimate errs
+    # high and is confirmed before anything unread is cut); else the compaction makes room.
+    messages = step.messages
+    if core.decide(messages).action == "compact":
+        result = core.compact(messages, "t")
+        assert core.after_compaction(result.messages) == "continue"
+        messages = result.messages
+    assert messages[-1].content == history[-1].content, "it reaches the model whole"
+    assert precise_context_tokens(messages) <= config.fit_tokens  # type: ignore[operator]
 
 
 # --------------------------------------------------------------------------- 12 turns, 8k
