@@ -47,7 +47,11 @@ from langchain_compact._ops import (
     summarize_steps,
     summary_bound,
 )
-from langchain_compact._placeholders import merged_summary_header, summary_header
+from langchain_compact._placeholders import (
+    merged_summary_header,
+    split_summary_header,
+    summary_header,
+)
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact.budget import (
     CHARS_PER_TOKEN,
@@ -83,6 +87,7 @@ from langchain_compact.tokens import (
     RATIO_BOUNDS,
     TiktokenCounter,
     TokenCounter,
+    approx_text,
     approximate_tokens,
     calibration,
     precise_counter,
@@ -161,6 +166,7 @@ class _Draft:
     bound: int = 0
     left: int | None = None
     body: str = ""
+    header: str = ""
     supplement: str = ""
     used: str = ""
     errors: list[str] = field(default_factory=list)
@@ -474,6 +480,7 @@ def summarize_span(
     written = draft.counter([HumanMessage(text)])
     spare = cap if left is None else max(Budget.supplement_floor(), min(cap, left - written))
     draft.supplement = fidelity_supplement(readable, text, max_tokens=spare)
+    draft.header = header
     draft.body = header + text
     if draft.supplement:
         draft.body += "\n\n" + draft.supplement
@@ -595,9 +602,27 @@ def fit_next_call(draft: _Draft) -> Generator[Op, Outcome, None]:
     if draft.size() > local_fit:
         yield from _condense_earlier(draft, index, need=draft.size() - local_fit)
     if draft.size() > local_fit:
+        _condense_new(draft, need=draft.size() - local_fit)
+    if draft.size() > local_fit:
         yield from _slim_task(draft)  # the smallest context pins the task's head and tail
     if draft.size() > local_fit:
         yield from _slim_draft_tail(draft, keep=0, unread_need=draft.size() - local_fit)
+
+
+def _condense_new(draft: _Draft, *, need: int) -> None:
+    """The new summary condensed to its key facts, by ``need`` tokens at most (never under
+    :data:`MIN_SUMMARY_TOKENS`): the summary this compaction writes gives way before the
+    task or anything the model has not read (its span is archived)."""
+    text = draft.body[len(draft.header) :]
+    size = draft.counter([HumanMessage(text)])
+    if size <= MIN_SUMMARY_TOKENS:
+        return
+    # in the estimate's units, which condense_summary counts lines in
+    estimate = approx_text(text)
+    bound = max(MIN_SUMMARY_TOKENS, estimate * (size - need) // size)
+    condensed = condense_summary(text, bound)
+    if len(condensed) < len(text):
+        draft.body = draft.header + condensed
 
 
 def _condense_earlier(draft: _Draft, index: int, *, need: int) -> Generator[Op, Outcome, None]:
@@ -624,8 +649,17 @@ def _condense_earlier(draft: _Draft, index: int, *, need: int) -> Generator[Op, 
     for i, m in enumerate(head):
         if kind_of(m) != KIND_SUMMARY:
             continue
-        bound = max(MIN_SUMMARY_TOKENS, int(draft.counter([m]) * share))
-        text = condense_summary(m.text, bound)
+        goal = max(MIN_SUMMARY_TOKENS, int(draft.counter([m]) * share))
+        header, body = split_summary_header(m.text)  # it still says what it is
+        # in the estimate's units, which condense_summary counts lines in; its line of
+        # omitted entries can eat a small saving, so it is aimed again, lower
+        bound = max(MIN_SUMMARY_TOKENS, int(approx_text(body) * share))
+        text = header + condense_summary(body, bound)
+        for _ in range(3):
+            if draft.counter([m.model_copy(update={"content": text})]) <= goal:
+                break
+            bound = max(MIN_SUMMARY_TOKENS, bound * 9 // 10)
+            text = header + condense_summary(body, bound)
         if len(text) < len(m.text):
             new = m.model_copy(update={"content": text})
             head[i] = with_meta(new, condensed_ref=ref) if ref else new

@@ -406,6 +406,15 @@ _SUMMARY_RE = re.compile(r"\A" + _pattern(SUMMARY_HEADER))
 _MERGED_RE = re.compile(r"\A" + _pattern(MERGED_SUMMARY_HEADER))
 
 
+def split_summary_header(text: str) -> tuple[str, str]:
+    """``(header, body)`` of a summary's text: the header that opens it (a compaction's or
+    a merge's, as written), and the rest; ``("", text)`` when it opens with neither."""
+    match = _SUMMARY_RE.match(text) or _MERGED_RE.match(text)
+    if match is None:
+        return "", text
+    return text[: match.end()], text[match.end() :]
+
+
 def parse_summary_header(text: str) -> SummaryHeader | None:
     """The fields of the header a summary's text starts with, or ``None``."""
     if match := _SUMMARY_RE.match(text):

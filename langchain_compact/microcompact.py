@@ -958,16 +958,35 @@ def shrink_unread(
     total = max(1, sum(sizes.values()))
     b = config.budget
     floor = b.unread_share(fixed) if b is not None and fixed is not None else 0
+    # The floor is a share of the window, in the provider's tokens; the estimate errs high,
+    # so a digest held to the floor is sized and measured by tiktoken where it can be.
+    precise = precise_counter() if floor and not isinstance(counter, TiktokenCounter) else None
+    real = (
+        {i: precise.count_text(tool_result_text(out[i])) for i in unread}
+        if precise is not None
+        else sizes
+    )
+    real_total = max(1, sum(real.values())) if precise is not None else total
     anchor = _usage_anchor(out)
     freed = 0
     for i in sorted(unread, key=lambda j: -sizes[j]):
         if freed >= need:
             break
-        want = max(sizes[i] - (need - freed), floor * sizes[i] // total)
-        if want >= sizes[i]:
+        want, size, measure = sizes[i] - (need - freed), sizes[i], counter
+        share = floor * real[i] // real_total
+        if share * sizes[i] > want * real[i]:  # the floor, not the need, sizes it
+            want, size, measure = share, real[i], (precise or counter)
+        if want >= size:
             continue
         new = _aim_digest(
-            out[i], want, sizes[i], config=config, counter=counter, archived=archived, anchor=anchor
+            out[i],
+            want,
+            size,
+            config=config,
+            counter=counter,
+            measure=measure,
+            archived=archived,
+            anchor=anchor,
         )
         if new is not None:
             out[i] = new
@@ -989,10 +1008,14 @@ def _aim_digest(
     counter: TokenCounter,
     archived: bool,
     anchor: str | None,
+    measure: TokenCounter | None = None,
 ) -> BaseMessage | None:
     """A digest of ``message`` (``size`` tokens) of at most ``want`` tokens when one can be
     made: each miss scales the kept characters by what the last digest measured, so a
-    digest that must fill a large room lands under it, not a few hundred tokens over."""
+    digest that must fill a large room lands under it, not a few hundred tokens over.
+    ``measure`` counts ``size``, ``want`` and the digests (default ``counter``, which the
+    digest's own savings are recorded in)."""
+    measure = measure or counter
     text = tool_result_text(message)
     keep_chars = max(200, chars_for_tokens(want, text=text, text_tokens=size))
     best: BaseMessage | None = None
@@ -1005,7 +1028,7 @@ def _aim_digest(
             counter=counter,
             anchor=anchor,
         )
-        shown = _tokens(tool_result_text(new), counter) if new is not None else size
+        shown = _tokens(tool_result_text(new), measure) if new is not None else size
         if new is not None:
             best = new
         if shown <= want or keep_chars <= 200:
