@@ -28,6 +28,7 @@ from langchain_compact.tokens import check_message
 __all__ = [
     "HistoryRepair",
     "RepairChange",
+    "check_pairing",
     "find_safe_cut",
     "is_summary",
     "last_boundary_index",
@@ -63,14 +64,52 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
         ...
         langchain_compact.errors.InvalidHistoryError: messages[0] is a ToolMessage ...
     """
+    _scan_pairing(messages, 0, frozenset(), allow_pending)
+
+
+#: ``HistoryFacts.notes`` key of :func:`check_pairing`: ``(start, answered)``, the index of
+#: the newest batch's first message (everything before it is valid and closed) and the call
+#: ids answered before it.
+_PAIRING_NOTE = "pairing"
+
+
+def check_pairing(messages: Sequence[BaseMessage], *, allow_pending: bool = False) -> None:
+    """:func:`validate_history`, reading only what an earlier check of the same history
+    (grown since: the same first messages) did not cover. It runs before every model call,
+    so a turn costs O(new messages), not O(history).
+
+    Raises:
+        InvalidHistoryError: as :func:`validate_history`.
+    """
+    facts = history_facts(messages)
+    usable = facts is not None and facts.length == len(messages)
+    note = facts.notes.get(_PAIRING_NOTE) if usable and facts is not None else None
+    start, prior = note if note is not None else (0, frozenset())
+    if start > len(messages):
+        start, prior = 0, frozenset()
+    done = _scan_pairing(messages, start, prior, allow_pending)
+    if usable and facts is not None:
+        facts.notes[_PAIRING_NOTE] = done
+
+
+def _scan_pairing(
+    messages: Sequence[BaseMessage],
+    start: int,
+    prior: frozenset[str],
+    allow_pending: bool,
+) -> tuple[int, frozenset[str]]:
+    """Check ``messages[start:]``, where ``messages[start]`` opens a batch and ``prior``
+    holds the call ids answered before it; return the same pair for the newest batch."""
     open_ids: dict[str, int] = {}  # unanswered call id -> index of its AIMessage
     batch: set[str] = set()  # ids of the current batch (answered or not)
-    answered: set[str] = set()
-    for i, raw in enumerate(messages):
-        msg = check_message(raw, i)
+    answered: list[str] = []  # answered since ``start``, in order
+    answered_set: set[str] = set()
+    safe, safe_count = start, 0  # newest batch start, and len(answered) there
+    for i in range(start, len(messages)):
+        msg = check_message(messages[i], i)
         if isinstance(msg, ToolMessage):
             tcid = msg.tool_call_id
-            if tcid in answered:
+            if tcid in answered_set or tcid in prior:
                 raise InvalidHistoryError(
                     f"messages[{i}] is a ToolMessage answering tool call {tcid!r} a second "
                     "time; remove the duplicate (repair_history drops it).",
@@ -84,7 +123,8 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
                     index=i,
                 )
             open_ids.pop(tcid, None)
-            answered.add(tcid)
+            answered.append(tcid)
+            answered_set.add(tcid)
             continue
         if open_ids:
             first = min(open_ids.values())
@@ -96,6 +136,7 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
                 index=first,
             )
         batch = set()
+        safe, safe_count = i, len(answered)
         if isinstance(msg, AIMessage) and msg.tool_calls:
             for call in msg.tool_calls:
                 cid = call.get("id")
@@ -115,6 +156,9 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
             "repair_history.",
             index=first,
         )
+    if safe_count:
+        prior = prior | frozenset(answered[:safe_count])
+    return safe, prior
 
 
 @dataclass(frozen=True, slots=True)

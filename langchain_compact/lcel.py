@@ -230,7 +230,15 @@ class MessageCompactor:
             raise turn.error
         if turn.result is not None:
             self.compactions += 1
-        if turn.history is not None:
+        if turn.repair is not None and turn.history is not None:
+            # The repaired (maybe compacted) list replaces the whole raw list: its tail is
+            # not the raw tail, so it is memoised under the digest of all of ``raw``, and the
+            # next call with the grown history is repaired (and archived) once, not again.
+            with self._lock:
+                self._memo[digests[len(raw)]] = list(turn.history)
+                while len(self._memo) > self.max_memo:
+                    self._memo.popitem(last=False)
+        elif turn.history is not None:
             history = turn.history
             tail_len = len(history) - last_boundary_index(history) - 1
             cut = len(raw) - tail_len
