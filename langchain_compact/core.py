@@ -79,7 +79,12 @@ from langchain_compact.compaction import (
 )
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, ConfigError, InvalidHistoryError
-from langchain_compact.history import HistoryRepair, check_pairing, repair_report
+from langchain_compact.history import (
+    HistoryRepair,
+    check_pairing,
+    repair_report,
+    valid_prefix,
+)
 from langchain_compact.markers import (
     EVENT_KEY,
     KIND_SUMMARY,
@@ -595,7 +600,16 @@ class Compactor:
             if self.config.on_invalid_history == "raise":
                 raise
             problem = exc
-        fixed = repair_report(before)
+        # Only what follows the prefix an earlier turn found valid is repaired (O(new
+        # messages)), the call ids used there counting as taken.
+        start, used = valid_prefix(before)
+        tail = repair_report(before[start:], seen=used)
+        fixed = HistoryRepair(
+            messages=[*before[:start], *tail.messages],
+            changes=[replace(c, index=c.index + start) for c in tail.changes],
+            removed=tail.removed,
+        )
+        check_pairing(fixed.messages, known=(start, used))  # remembered for the next turn
         if not fixed.messages:
             raise InvalidHistoryError(
                 f"{problem} Nothing is left after repairing it: pass a history with at least "
@@ -613,11 +627,14 @@ class Compactor:
             {"index": c.index, "action": c.action, "detail": c.detail} for c in fixed.changes
         ]
         emit({"event": "history_repaired", "changes": changes, "archive_ref": ref})
+        shown = "; ".join(f"messages[{c.index}] {c.action}" for c in fixed.changes[:5])
+        more = f"; and {len(changes) - 5} more" if len(changes) > 5 else ""
         logger.warning(
-            "invalid tool-call pairing repaired before the model call (%s); %d change(s): %s",
+            "invalid tool-call pairing repaired before the model call (%s); %d change(s): %s%s",
             problem,
             len(changes),
-            "; ".join(f"messages[{c.index}] {c.action}" for c in fixed.changes),
+            shown,
+            more,
         )
         return fixed.messages, fixed
 

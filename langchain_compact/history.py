@@ -8,7 +8,7 @@ before the next non-tool message. A parallel batch is one unit: never split it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,6 +35,7 @@ __all__ = [
     "original_task_index",
     "repair_history",
     "repair_report",
+    "valid_prefix",
     "validate_history",
 ]
 
@@ -73,10 +74,30 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
 _PAIRING_NOTE = "pairing"
 
 
-def check_pairing(messages: Sequence[BaseMessage], *, allow_pending: bool = False) -> None:
+def valid_prefix(messages: Sequence[BaseMessage]) -> tuple[int, frozenset[str]]:
+    """How much of ``messages`` an earlier :func:`check_pairing` found valid: ``(start,
+    ids)``, everything before ``messages[start]`` valid with every call answered, and the
+    call ids used there (``(0, frozenset())`` when nothing is known)."""
+    facts = history_facts(messages)
+    if facts is None or facts.length != len(messages):
+        return 0, frozenset()
+    note = facts.notes.get(_PAIRING_NOTE)
+    if note is None or note[0] > len(messages):
+        return 0, frozenset()
+    start, prior = note
+    return int(start), prior
+
+
+def check_pairing(
+    messages: Sequence[BaseMessage],
+    *,
+    allow_pending: bool = False,
+    known: tuple[int, frozenset[str]] | None = None,
+) -> None:
     """:func:`validate_history`, reading only what an earlier check of the same history
     (grown since: the same first messages) did not cover. It runs before every model call,
-    so a turn costs O(new messages), not O(history).
+    so a turn costs O(new messages), not O(history). ``known``: what the caller knows of a
+    new list, as :func:`valid_prefix` says it (a repaired history whose start is unchanged).
 
     Raises:
         InvalidHistoryError: as :func:`validate_history`.
@@ -84,6 +105,8 @@ def check_pairing(messages: Sequence[BaseMessage], *, allow_pending: bool = Fals
     facts = history_facts(messages)
     usable = facts is not None and facts.length == len(messages)
     note = facts.notes.get(_PAIRING_NOTE) if usable and facts is not None else None
+    if note is None:
+        note = known
     start, prior = note if note is not None else (0, frozenset())
     if start > len(messages):
         start, prior = 0, frozenset()
@@ -207,7 +230,7 @@ class _Ids:
         return candidate
 
 
-def repair_report(messages: Sequence[BaseMessage]) -> HistoryRepair:
+def repair_report(messages: Sequence[BaseMessage], *, seen: Iterable[str] = ()) -> HistoryRepair:
     """Repair the tool-call pairing of ``messages`` and say what changed.
 
     * A call id used a second time (in another AIMessage or in the same batch) gets a fresh
@@ -220,7 +243,8 @@ def repair_report(messages: Sequence[BaseMessage]) -> HistoryRepair:
       dropped.
 
     The input is not modified. ``removed`` lists the input messages that did not survive as
-    they were, so a caller can archive them before replacing the history.
+    they were, so a caller can archive them before replacing the history. ``seen``: the call
+    ids of a valid history ``messages`` follows (a prefix not passed); they count as used.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -233,10 +257,11 @@ def repair_report(messages: Sequence[BaseMessage]) -> HistoryRepair:
         (['renamed', 're-paired'], 'c1_dup3')
     """
     ids = _Ids(messages)
+    seen_calls: set[str] = set(seen)
+    ids.taken.update(seen_calls)
     out: list[BaseMessage] = []
     changes: list[RepairChange] = []
     removed: list[BaseMessage] = []
-    seen_calls: set[str] = set()
     # The current batch: its AIMessage's input index, its call ids as written (written id ->
     # new ids still unanswered, in call order), its id-less calls still unanswered, and every
     # unanswered new id -> tool name.

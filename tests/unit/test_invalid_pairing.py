@@ -265,3 +265,28 @@ def test_incremental_check_matches_the_full_one() -> None:
     with pytest.raises(InvalidHistoryError, match="orphan"):
         check_pairing([*history, ToolMessage("x", tool_call_id="zz")])
     check_pairing([*history, AIMessage("done")])
+
+
+def test_a_model_reusing_one_call_id_every_turn_is_repaired_turn_by_turn() -> None:
+    """Some servers name every call ``call_0``; Anthropic refuses a request whose
+    ``tool_use`` ids are not unique. Each turn renames the new call (and its result) only:
+    the prefix an earlier turn found valid is not read again."""
+    core = Compactor(config=CompactionConfig(context_window=200_000))
+    history: list[BaseMessage] = [HumanMessage("task")]
+    for turn in range(80):
+        call = {"name": "ls", "args": {"n": turn}, "id": "call_0"}
+        history += [
+            AIMessage("", tool_calls=[call]),
+            ToolMessage(f"r{turn}", tool_call_id="call_0"),
+        ]
+        result = core.turn(history, "t")
+        if turn:
+            assert result.repair is not None
+            assert [(c.index, c.action) for c in result.repair.changes] == [
+                (len(history) - 2, "renamed"),
+                (len(history) - 1, "re-paired"),
+            ]
+        history = list(result.messages)
+        validate_history(history)
+    ids = [c["id"] for m in history if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert len(ids) == len(set(ids)) == 80
