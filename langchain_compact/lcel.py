@@ -83,6 +83,18 @@ def _prefix_digests(messages: Sequence[BaseMessage]) -> list[str]:
     return out
 
 
+def _same_place(kept: BaseMessage, raw: BaseMessage) -> bool:
+    """Whether a message of a compaction's kept tail stands where ``raw`` stands in the raw
+    list (the same message, or a placeholder of it: same type, id and tool-call ids)."""
+    if kept.type != raw.type or kept.id != raw.id:
+        return False
+    if getattr(kept, "tool_call_id", None) != getattr(raw, "tool_call_id", None):
+        return False
+    calls = [c.get("id") for c in kept.tool_calls] if isinstance(kept, AIMessage) else []
+    raw_calls = [c.get("id") for c in raw.tool_calls] if isinstance(raw, AIMessage) else []
+    return calls == raw_calls
+
+
 class MessageCompactor:
     """The stateful core behind :func:`compact_messages` (its memo of compactions).
 
@@ -242,6 +254,11 @@ class MessageCompactor:
             history = turn.history
             tail_len = len(history) - last_boundary_index(history) - 1
             cut = len(raw) - tail_len
+            kept = history[len(history) - tail_len :]
+            if cut < 0 or not all(map(_same_place, kept, raw[max(cut, 0) :])):
+                # The kept tail is not the raw tail (a repair replayed from the memo moved
+                # it): the whole compacted list stands for the whole raw list.
+                cut, tail_len = len(raw), 0
             with self._lock:
                 self._memo[digests[cut]] = history[: len(history) - tail_len]
                 while len(self._memo) > self.max_memo:

@@ -290,3 +290,23 @@ def test_a_model_reusing_one_call_id_every_turn_is_repaired_turn_by_turn() -> No
         validate_history(history)
     ids = [c["id"] for m in history if isinstance(m, AIMessage) for c in m.tool_calls]
     assert len(ids) == len(set(ids)) == 80
+
+
+def test_lcel_memoises_a_compaction_whose_kept_tail_holds_a_repair() -> None:
+    """The kept tail of a compaction on a replayed repair (an 'interrupted' result added) is
+    not the raw tail: the compaction is memoised for the whole raw list, so the next call
+    replays it as it was sent, and compacts nothing again."""
+    compactor = MessageCompactor(config=CompactionConfig(context_window=1500, keep_last_n=7))
+    call = {"name": "ls", "args": {}, "id": "lost"}
+    raw: list[BaseMessage] = [HumanMessage("Task: say hi", id="t")]
+    raw += [AIMessage("old " * 300, id=f"p{i}") for i in range(6)]
+    raw += [AIMessage("", tool_calls=[call], id="a"), HumanMessage("go on", id="h")]
+    compactor(raw)
+    raw += [AIMessage("hi " * 40, id=f"x{i}") for i in range(3)]
+    sent = compactor(raw)
+    assert compactor.compactions >= 1
+    count = compactor.compactions
+    again = compactor([*raw, HumanMessage("next", id="n")])
+    validate_history(again)
+    assert compactor.compactions == count
+    assert again == [*sent, again[-1]] and again[-1].id == "n"
