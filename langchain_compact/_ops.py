@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.messages import BaseMessage
 
+from langchain_compact._fingerprint import lineage
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import CompactionError, SummarizerError
 from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of, with_meta
@@ -294,10 +295,12 @@ def archive_and_tag(
     ref = yield from archive_originals(
         archive, [before[i] for i in changed], thread_id=thread_id, reason=reason, redactor=redactor
     )
-    if ref is None:
-        return list(after), None
     out = list(after)
     for i in changed:
-        if not get_meta(out[i]).get("archive_ref"):
-            out[i] = with_meta(out[i], archive_ref=ref)
+        # The placeholder's lineage: a summary prepared from the original still matches it
+        # (and only while it is not edited; langchain_compact._fingerprint).
+        fields = lineage(before[i], out[i])
+        if ref is not None and not get_meta(out[i]).get("archive_ref"):
+            fields["archive_ref"] = ref
+        out[i] = with_meta(out[i], **fields)
     return out, ref

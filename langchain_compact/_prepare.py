@@ -28,6 +28,7 @@ from langchain_compact._compaction_plan import (
     restore_originals,
     summarizer_input,
 )
+from langchain_compact._fingerprint import is_placeholder_of, message_key
 from langchain_compact._ops import (
     Op,
     Outcome,
@@ -111,12 +112,6 @@ def repeat_turn(turn: Sequence[BaseMessage]) -> list[BaseMessage]:
     return out
 
 
-def _message_key(message: BaseMessage) -> str:
-    payload = [message.type, message.content, getattr(message, "tool_call_id", None)]
-    raw = json.dumps(payload, sort_keys=True, default=str).encode()
-    return hashlib.sha256(raw).hexdigest()[:12]
-
-
 def boundary_key(messages: Sequence[BaseMessage]) -> str:
     """The id of the newest boundary (``""`` before the first compaction)."""
     b, _kept = newest_boundary(messages)
@@ -185,7 +180,7 @@ class Prepared:
 
 
 def _keys(span: Sequence[BaseMessage]) -> tuple[list[str], list[str]]:
-    return [str(m.id) for m in span], [_message_key(m) for m in span]
+    return [str(m.id) for m in span], [message_key(m) for m in span]
 
 
 def prepare_steps(
@@ -297,7 +292,9 @@ def usable_prefix(
         m = span[i]
         if str(m.id) != mid:
             return 0, f"the span changed at message {i} (id {m.id!r}, prepared {mid!r})"
-        if _message_key(m) != key and kind_of(m) not in (KIND_CLEARED, KIND_TRUNCATED):
+        if message_key(m) != key and not (
+            kind_of(m) in (KIND_CLEARED, KIND_TRUNCATED) and is_placeholder_of(m, key)
+        ):
             return 0, f"message {mid!r} was edited after the summary was prepared"
     return len(prepared.span_ids), "covers a prefix of the span"
 

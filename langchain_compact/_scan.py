@@ -78,6 +78,9 @@ class HistoryFacts:
     counted: dict[Any, tuple[int, int]] = field(default_factory=dict)
     """Caller-owned running sums: ``key -> (n, total)``, a per-message count summed over the
     first ``n`` messages (a longer list with the same start goes on from there)."""
+    notes: dict[Any, Any] = field(default_factory=dict)
+    """Caller-owned state of a check that goes on from where it stopped (immutable values:
+    a longer list with the same start copies them, never shares a mutable one)."""
 
     @property
     def task_index(self) -> int:
@@ -146,6 +149,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
         credit=credit,
         checked=dict(facts.checked),
         counted=dict(facts.counted),
+        notes=dict(facts.notes),
     )
 
 

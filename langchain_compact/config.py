@@ -199,7 +199,22 @@ class CompactionConfig:
     """Applied to text before it is archived or summarised (e.g.
     :func:`langchain_compact.redaction.redact_secrets`). ``None``: no redaction."""
 
+    on_invalid_history: Literal["repair", "raise"] = "repair"
+    """What the turn before a model call does with a broken tool-call pairing (an orphan or
+    duplicate ``ToolMessage``, an unanswered or id-less tool call; docs/design.md, B2), at
+    every entry point (graph nodes, middleware, LCEL, server). ``"repair"`` (default): the
+    history is repaired (:func:`~langchain_compact.history.repair_report`: an unanswered
+    call gets a ``status="error"`` "interrupted" result, an orphan or duplicate result is
+    dropped, a reused id renamed), the pieces removed or changed are archived first, and a
+    ``history_repaired`` event names each change. ``"raise"``:
+    :class:`~langchain_compact.errors.InvalidHistoryError` naming the index and the fix."""
+
     def __post_init__(self) -> None:
+        if self.on_invalid_history not in ("repair", "raise"):
+            raise ConfigError(
+                f"on_invalid_history={self.on_invalid_history!r} is not allowed: use 'repair' "
+                "or 'raise'."
+            )
         _check_int(self, "context_window", low=1, optional=True)
         _check_ratio(self, "trigger_ratio")
         _check_int(self, "keep_last_n", low=0)

@@ -48,7 +48,14 @@ from langchain_core.messages import AIMessage, BaseMessage
 from typing_extensions import NotRequired, TypedDict
 
 from langchain_compact._compaction_plan import plan_compaction
-from langchain_compact._ops import Op, Outcome, adrive, archive_and_tag, drive
+from langchain_compact._ops import (
+    Op,
+    Outcome,
+    adrive,
+    archive_and_tag,
+    archive_originals,
+    drive,
+)
 from langchain_compact._prepare import (
     Prepared,
     boundary_key,
@@ -71,7 +78,13 @@ from langchain_compact.compaction import (
     stop_message,
 )
 from langchain_compact.config import CompactionConfig
-from langchain_compact.errors import CompactionError, ConfigError
+from langchain_compact.errors import CompactionError, ConfigError, InvalidHistoryError
+from langchain_compact.history import (
+    HistoryRepair,
+    check_pairing,
+    repair_report,
+    valid_prefix,
+)
 from langchain_compact.markers import (
     EVENT_KEY,
     KIND_SUMMARY,
@@ -243,8 +256,8 @@ class Turn:
     replaces it there (same id, so a reducer replaces it in place). Moot when
     :attr:`history` is set (that history already holds them)."""
     history: list[BaseMessage] | None = None
-    """After a compaction: the whole new history, replacing the old one (``None``: the
-    history was not replaced)."""
+    """After a compaction or a repair of the tool-call pairing: the whole new history,
+    replacing the old one (``None``: the history was not replaced)."""
     stop: AIMessage | None = None
     """The message the run ends with (outcome ``"stopped"``, when one was asked for)."""
     reason: str = ""
@@ -259,6 +272,10 @@ class Turn:
     usable summary is prepared yet."""
     events: tuple[dict[str, Any], ...] = ()
     """What the turn reported, in order (also sent as custom stream events)."""
+    repair: HistoryRepair | None = None
+    """The repair of a broken tool-call pairing the turn made first
+    (``on_invalid_history="repair"``; :attr:`history` then holds the repaired history and
+    :attr:`replaced` is empty), ``None`` when the pairing was valid."""
 
     @property
     def report(self) -> dict[str, Any] | None:
@@ -563,6 +580,73 @@ class Compactor:
         unread = messages[unread_start(messages) :]
         return self.counter([*fixed, *unread]) + MIN_SUMMARY_TOKENS <= fit
 
+    # ------------------------------------------------------------------ the pairing
+
+    def repair_steps(
+        self, messages: Sequence[BaseMessage], thread_id: str
+    ) -> Generator[Op, Outcome, tuple[list[BaseMessage], HistoryRepair | None]]:
+        """The check of the tool-call pairing before a model call (docs/design.md, B2), as a
+        sans-IO generator: a valid history comes back as it is; a broken one raises
+        :class:`InvalidHistoryError` (``on_invalid_history="raise"``) or is repaired
+        (:func:`~langchain_compact.history.repair_report`), the messages it removed or
+        replaced archived first (reason ``"repair"``) and a ``history_repaired`` event
+        naming each change. A provider answers a broken pairing with HTTP 400, so the model
+        never receives one. The check reads only what is new since the last turn."""
+        before = messages if isinstance(messages, list) else list(messages)
+        try:
+            check_pairing(before)
+            return before, None
+        except InvalidHistoryError as exc:
+            if self.config.on_invalid_history == "raise":
+                raise
+            problem = exc
+        # Only what follows the prefix an earlier turn found valid is repaired (O(new
+        # messages)), the call ids used there counting as taken.
+        start, used = valid_prefix(before)
+        tail = repair_report(before[start:], seen=used)
+        fixed = HistoryRepair(
+            messages=[*before[:start], *tail.messages],
+            changes=[replace(c, index=c.index + start) for c in tail.changes],
+            removed=tail.removed,
+        )
+        check_pairing(fixed.messages, known=(start, used))  # remembered for the next turn
+        if not fixed.messages:
+            raise InvalidHistoryError(
+                f"{problem} Nothing is left after repairing it: pass a history with at least "
+                "one message besides orphan tool results.",
+                index=problem.index,
+            )
+        ref = yield from archive_originals(
+            self.archive,
+            fixed.removed,
+            thread_id=thread_id,
+            reason="repair",
+            redactor=self.config.redactor,
+        )
+        changes = [
+            {"index": c.index, "action": c.action, "detail": c.detail} for c in fixed.changes
+        ]
+        emit({"event": "history_repaired", "changes": changes, "archive_ref": ref})
+        shown = "; ".join(f"messages[{c.index}] {c.action}" for c in fixed.changes[:5])
+        more = f"; and {len(changes) - 5} more" if len(changes) > 5 else ""
+        logger.warning(
+            "invalid tool-call pairing repaired before the model call (%s); %d change(s): %s%s",
+            problem,
+            len(changes),
+            shown,
+            more,
+        )
+        return fixed.messages, fixed
+
+    def clear_steps(
+        self, messages: Sequence[BaseMessage], thread_id: str
+    ) -> Generator[Op, Outcome, tuple[MicroStep, HistoryRepair | None]]:
+        """The turn's first stage as a sans-IO generator: the pairing check (and repair,
+        :meth:`repair_steps`), then micro-compaction (:meth:`micro_steps`)."""
+        valid, repair = yield from self.repair_steps(messages, thread_id)
+        step = yield from self.micro_steps(valid, thread_id)
+        return step, repair
+
     def micro(self, messages: Sequence[BaseMessage], thread_id: str) -> MicroStep:
         """Run the micro-compaction step (archive writes done synchronously)."""
         return drive(self.micro_steps(messages, thread_id))
@@ -841,12 +925,18 @@ class Compactor:
             return replace(cleared, prepare=prepare)
         if decision.action == "stop":
             stopped = self._stopping(cleared.messages, decision.reason, write_stop)
-            return replace(stopped, replaced=cleared.replaced)
+            return replace(
+                stopped,
+                replaced=cleared.replaced,
+                history=cleared.history,
+                repair=cleared.repair,
+            )
         return None
 
     def _settled(self, cleared: Turn, done: Turn, write_stop: bool) -> Turn:
         """A compaction's turn after the check that the next call fits."""
-        done = replace(done, replaced=cleared.replaced)
+        history = done.history if done.history is not None else cleared.history
+        done = replace(done, replaced=cleared.replaced, history=history, repair=cleared.repair)
         if self.after_step(done.messages, done.transition) == "continue":
             return done
         reason = self.stop_reason(done.messages, done.transition, done.reason)
@@ -1012,24 +1102,43 @@ class Compactor:
     # ------------------------------------------------------------------ stages of the turn
 
     def clear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
-        """The turn's first stage: micro-compaction (:meth:`micro`) as a :class:`Turn`
-        (``"continue"``; transition ``"micro_compacted"`` when it replaced anything)."""
+        """The turn's first stage: the tool-call pairing checked (and repaired or refused,
+        ``on_invalid_history``; :meth:`repair_steps`), then micro-compaction (:meth:`micro`),
+        as a :class:`Turn` (``"continue"``; transition ``"micro_compacted"`` when it
+        replaced anything; after a repair :attr:`Turn.history` holds the whole new list).
+
+        Raises:
+            InvalidHistoryError: a broken pairing with ``on_invalid_history="raise"``.
+        """
         with self._learning(messages), _recording() as events:
-            step = self.micro(messages, thread_id)
-        return self._cleared(step, events)
+            step, repair = drive(self.clear_steps(messages, thread_id))
+        return self._cleared(step, events, repair)
 
     async def aclear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
         """Async twin of :meth:`clear`."""
+        await self.aready()
         with self._learning(messages), _recording() as events:
-            step = await self.amicro(messages, thread_id)
-        return self._cleared(step, events)
+            step, repair = await adrive(self.clear_steps(messages, thread_id))
+        return self._cleared(step, events, repair)
 
     @staticmethod
-    def _cleared(step: MicroStep, events: list[dict[str, Any]]) -> Turn:
+    def _cleared(
+        step: MicroStep, events: list[dict[str, Any]], repair: HistoryRepair | None = None
+    ) -> Turn:
+        transition: Transition = "micro_compacted" if step.changed else "continue"
+        if repair is not None:  # indices moved: the whole repaired list replaces the old
+            return Turn(
+                "continue",
+                transition,
+                step.messages,
+                history=step.messages,
+                events=tuple(events),
+                repair=repair,
+            )
         changed = dict(zip(step.changed_at, step.changed, strict=True))
         return Turn(
             "continue",
-            "micro_compacted" if step.changed else "continue",
+            transition,
             step.messages,
             replaced=changed,
             events=tuple(events),

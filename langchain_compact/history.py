@@ -8,7 +8,7 @@ before the next non-tool message. A parallel batch is one unit: never split it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,12 +28,14 @@ from langchain_compact.tokens import check_message
 __all__ = [
     "HistoryRepair",
     "RepairChange",
+    "check_pairing",
     "find_safe_cut",
     "is_summary",
     "last_boundary_index",
     "original_task_index",
     "repair_history",
     "repair_report",
+    "valid_prefix",
     "validate_history",
 ]
 
@@ -63,14 +65,74 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
         ...
         langchain_compact.errors.InvalidHistoryError: messages[0] is a ToolMessage ...
     """
+    _scan_pairing(messages, 0, frozenset(), allow_pending)
+
+
+#: ``HistoryFacts.notes`` key of :func:`check_pairing`: ``(start, answered)``, the index of
+#: the newest batch's first message (everything before it is valid and closed) and the call
+#: ids answered before it.
+_PAIRING_NOTE = "pairing"
+
+
+def valid_prefix(messages: Sequence[BaseMessage]) -> tuple[int, frozenset[str]]:
+    """How much of ``messages`` an earlier :func:`check_pairing` found valid: ``(start,
+    ids)``, everything before ``messages[start]`` valid with every call answered, and the
+    call ids used there (``(0, frozenset())`` when nothing is known)."""
+    facts = history_facts(messages)
+    if facts is None or facts.length != len(messages):
+        return 0, frozenset()
+    note = facts.notes.get(_PAIRING_NOTE)
+    if note is None or note[0] > len(messages):
+        return 0, frozenset()
+    start, prior = note
+    return int(start), prior
+
+
+def check_pairing(
+    messages: Sequence[BaseMessage],
+    *,
+    allow_pending: bool = False,
+    known: tuple[int, frozenset[str]] | None = None,
+) -> None:
+    """:func:`validate_history`, reading only what an earlier check of the same history
+    (grown since: the same first messages) did not cover. It runs before every model call,
+    so a turn costs O(new messages), not O(history). ``known``: what the caller knows of a
+    new list, as :func:`valid_prefix` says it (a repaired history whose start is unchanged).
+
+    Raises:
+        InvalidHistoryError: as :func:`validate_history`.
+    """
+    facts = history_facts(messages)
+    usable = facts is not None and facts.length == len(messages)
+    note = facts.notes.get(_PAIRING_NOTE) if usable and facts is not None else None
+    if note is None:
+        note = known
+    start, prior = note if note is not None else (0, frozenset())
+    if start > len(messages):
+        start, prior = 0, frozenset()
+    done = _scan_pairing(messages, start, prior, allow_pending)
+    if usable and facts is not None:
+        facts.notes[_PAIRING_NOTE] = done
+
+
+def _scan_pairing(
+    messages: Sequence[BaseMessage],
+    start: int,
+    prior: frozenset[str],
+    allow_pending: bool,
+) -> tuple[int, frozenset[str]]:
+    """Check ``messages[start:]``, where ``messages[start]`` opens a batch and ``prior``
+    holds the call ids answered before it; return the same pair for the newest batch."""
     open_ids: dict[str, int] = {}  # unanswered call id -> index of its AIMessage
     batch: set[str] = set()  # ids of the current batch (answered or not)
-    answered: set[str] = set()
-    for i, raw in enumerate(messages):
-        msg = check_message(raw, i)
+    answered: list[str] = []  # answered since ``start``, in order
+    answered_set: set[str] = set()
+    safe, safe_count = start, 0  # newest batch start, and len(answered) there
+    for i in range(start, len(messages)):
+        msg = check_message(messages[i], i)
         if isinstance(msg, ToolMessage):
             tcid = msg.tool_call_id
-            if tcid in answered:
+            if tcid in answered_set or tcid in prior:
                 raise InvalidHistoryError(
                     f"messages[{i}] is a ToolMessage answering tool call {tcid!r} a second "
                     "time; remove the duplicate (repair_history drops it).",
@@ -84,7 +146,8 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
                     index=i,
                 )
             open_ids.pop(tcid, None)
-            answered.add(tcid)
+            answered.append(tcid)
+            answered_set.add(tcid)
             continue
         if open_ids:
             first = min(open_ids.values())
@@ -96,6 +159,7 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
                 index=first,
             )
         batch = set()
+        safe, safe_count = i, len(answered)
         if isinstance(msg, AIMessage) and msg.tool_calls:
             for call in msg.tool_calls:
                 cid = call.get("id")
@@ -115,6 +179,9 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
             "repair_history.",
             index=first,
         )
+    if safe_count:
+        prior = prior | frozenset(answered[:safe_count])
+    return safe, prior
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +230,7 @@ class _Ids:
         return candidate
 
 
-def repair_report(messages: Sequence[BaseMessage]) -> HistoryRepair:
+def repair_report(messages: Sequence[BaseMessage], *, seen: Iterable[str] = ()) -> HistoryRepair:
     """Repair the tool-call pairing of ``messages`` and say what changed.
 
     * A call id used a second time (in another AIMessage or in the same batch) gets a fresh
@@ -176,7 +243,8 @@ def repair_report(messages: Sequence[BaseMessage]) -> HistoryRepair:
       dropped.
 
     The input is not modified. ``removed`` lists the input messages that did not survive as
-    they were, so a caller can archive them before replacing the history.
+    they were, so a caller can archive them before replacing the history. ``seen``: the call
+    ids of a valid history ``messages`` follows (a prefix not passed); they count as used.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -189,10 +257,11 @@ def repair_report(messages: Sequence[BaseMessage]) -> HistoryRepair:
         (['renamed', 're-paired'], 'c1_dup3')
     """
     ids = _Ids(messages)
+    seen_calls: set[str] = set(seen)
+    ids.taken.update(seen_calls)
     out: list[BaseMessage] = []
     changes: list[RepairChange] = []
     removed: list[BaseMessage] = []
-    seen_calls: set[str] = set()
     # The current batch: its AIMessage's input index, its call ids as written (written id ->
     # new ids still unanswered, in call order), its id-less calls still unanswered, and every
     # unanswered new id -> tool name.

@@ -22,10 +22,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    convert_to_messages,
+    messages_from_dict,
+    messages_to_dict,
+)
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.store.base import BaseStore
 
+from langchain_compact._archive_records import thread_key
 from langchain_compact._defaults import resolve_context_window
 from langchain_compact._ops import in_daemon_thread
 from langchain_compact._options import check_known, check_options
@@ -46,7 +54,12 @@ from langchain_compact.tokens import TokenCounter, approximate_tokens
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["MessageCompactor", "compact_messages", "with_overflow_retry"]
+__all__ = ["MEMO_NAMESPACE", "MessageCompactor", "compact_messages", "with_overflow_retry"]
+
+MEMO_NAMESPACE = ("langchain_compact", "lcel_memo")
+"""Store namespace of :class:`MessageCompactor`'s memo (``store=``), one item per thread."""
+#: Key of a thread's newest memo entry.
+_MEMO_KEY = "latest"
 
 logger = logging.getLogger("langchain_compact")
 
@@ -83,6 +96,18 @@ def _prefix_digests(messages: Sequence[BaseMessage]) -> list[str]:
     return out
 
 
+def _same_place(kept: BaseMessage, raw: BaseMessage) -> bool:
+    """Whether a message of a compaction's kept tail stands where ``raw`` stands in the raw
+    list (the same message, or a placeholder of it: same type, id and tool-call ids)."""
+    if kept.type != raw.type or kept.id != raw.id:
+        return False
+    if getattr(kept, "tool_call_id", None) != getattr(raw, "tool_call_id", None):
+        return False
+    calls = [c.get("id") for c in kept.tool_calls] if isinstance(kept, AIMessage) else []
+    raw_calls = [c.get("id") for c in raw.tool_calls] if isinstance(raw, AIMessage) else []
+    return calls == raw_calls
+
+
 class MessageCompactor:
     """The stateful core behind :func:`compact_messages` (its memo of compactions).
 
@@ -110,7 +135,10 @@ class MessageCompactor:
         tools: Sequence[Any] | None = None,
         max_memo: int = 256,
         on_overflow: Literal["raise", "pass"] = "raise",
+        store: BaseStore | None = None,
     ) -> None:
+        if store is not None and not isinstance(store, BaseStore):
+            raise ConfigError(f"store must be a langgraph BaseStore, got {type(store).__name__}.")
         if on_overflow not in ("raise", "pass"):
             raise ConfigError(f"on_overflow={on_overflow!r} is not allowed: use 'raise' or 'pass'.")
         check_options(
@@ -133,6 +161,8 @@ class MessageCompactor:
             verify_anchor=True,
         )
         self.thread_id = thread_id
+        self.store = store
+        """Where the memo is kept too, per thread (``None``: this process only)."""
         self.max_memo = max_memo
         # digest of the raw prefix -> compacted replacement of that prefix
         self._memo: OrderedDict[str, list[BaseMessage]] = OrderedDict()
@@ -192,18 +222,72 @@ class MessageCompactor:
         else the compactor's ``thread_id``."""
         return thread_id_of(config, self.thread_id)
 
-    def _replay(self, raw: list[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
+    def _replay(
+        self, raw: list[BaseMessage], stored: Any = None
+    ) -> tuple[list[BaseMessage], list[str]]:
         digests = _prefix_digests(raw)
+        local = 0
         with self._lock:
             for cut in range(len(raw), 0, -1):
-                replacement = self._memo.get(digests[cut])
-                if replacement is not None:
-                    self._memo.move_to_end(digests[cut])
-                    return [*replacement, *raw[cut:]], digests
+                if digests[cut] in self._memo:
+                    local = cut
+                    break
+        if isinstance(stored, Mapping) and isinstance(stored.get("digest"), str):
+            # Another process (or an earlier life of this one) may have compacted further.
+            at = {d: i for i, d in enumerate(digests)}.get(stored["digest"], 0)
+            if at > local:
+                self._remember(stored["digest"], messages_from_dict(stored["messages"]))
+                local = at
+        if local:
+            with self._lock:
+                replacement = self._memo[digests[local]]
+                self._memo.move_to_end(digests[local])
+            return [*replacement, *raw[local:]], digests
         return list(raw), digests
 
+    def _remember(self, digest: str, replacement: list[BaseMessage]) -> None:
+        with self._lock:
+            self._memo[digest] = replacement
+            self._memo.move_to_end(digest)
+            while len(self._memo) > self.max_memo:
+                self._memo.popitem(last=False)
+
+    def _namespace(self, thread_id: str) -> tuple[str, ...]:
+        return (*MEMO_NAMESPACE, thread_key(thread_id))
+
+    def _stored(self, thread_id: str) -> Any:
+        """The thread's newest memo entry in the store (``None``: no store or none)."""
+        if self.store is None:
+            return None
+        item = self.store.get(self._namespace(thread_id), _MEMO_KEY)
+        return item.value if item is not None else None
+
+    async def _astored(self, thread_id: str) -> Any:
+        if self.store is None:
+            return None
+        item = await self.store.aget(self._namespace(thread_id), _MEMO_KEY)
+        return item.value if item is not None else None
+
+    def _entry(self, saved: list[tuple[str, list[BaseMessage]]]) -> dict[str, Any] | None:
+        if self.store is None or not saved:
+            return None
+        digest, replacement = saved[-1]
+        return {"digest": digest, "messages": messages_to_dict(replacement)}
+
+    def _persist(self, thread_id: str, saved: list[tuple[str, list[BaseMessage]]]) -> None:
+        """Keep the memo entry a call made in the store, for the thread's next call in any
+        process (a chain served by several workers)."""
+        entry = self._entry(saved)
+        if self.store is not None and entry is not None:
+            self.store.put(self._namespace(thread_id), _MEMO_KEY, entry, index=False)
+
+    async def _apersist(self, thread_id: str, saved: list[tuple[str, list[BaseMessage]]]) -> None:
+        entry = self._entry(saved)
+        if self.store is not None and entry is not None:
+            await self.store.aput(self._namespace(thread_id), _MEMO_KEY, entry, index=False)
+
     def _input(
-        self, messages: Any
+        self, messages: Any, stored: Any = None
     ) -> tuple[list[BaseMessage], list[str], list[str], list[BaseMessage]]:
         """The raw list, its prefix digests, the digest of each message the turn starts from
         (as replayed, before clearing) and that list: the memo replayed, and every result
@@ -211,18 +295,24 @@ class MessageCompactor:
         monotonic, as in graph state: the raw input still has it whole, and its original is
         archived already)."""
         raw = self._coerce(messages)
-        replayed, digests = self._replay(raw)
+        replayed, digests = self._replay(raw, stored)
         keys = [_message_digest(m).hex() for m in replayed]
         with self._lock:
             before = [self._cleared.get(k, m) for k, m in zip(keys, replayed, strict=True)]
         return raw, digests, keys, before
 
     def _output(
-        self, raw: list[BaseMessage], digests: list[str], keys: list[str], turn: Turn
+        self,
+        raw: list[BaseMessage],
+        digests: list[str],
+        keys: list[str],
+        turn: Turn,
+        saved: list[tuple[str, list[BaseMessage]]],
     ) -> list[BaseMessage]:
         """The :class:`Turn` as the list to send on: remember what it cleared and the
-        compaction it ran (memoised under the digest of the raw prefix it replaced); a
-        stop raises (or passes the history on, ``on_overflow="pass"``)."""
+        compaction it ran (memoised under the digest of the raw prefix it replaced, and
+        added to ``saved`` for the store); a stop raises (or passes the history on,
+        ``on_overflow="pass"``)."""
         with self._lock:
             for i, after in turn.replaced.items():
                 self._cleared[keys[i]] = with_meta(after, usage_anchor=None)
@@ -230,20 +320,31 @@ class MessageCompactor:
             raise turn.error
         if turn.result is not None:
             self.compactions += 1
-        if turn.history is not None:
+        if turn.repair is not None and turn.history is not None:
+            # The repaired (maybe compacted) list replaces the whole raw list: its tail is
+            # not the raw tail, so it is memoised under the digest of all of ``raw``, and the
+            # next call with the grown history is repaired (and archived) once, not again.
+            saved.append((digests[len(raw)], list(turn.history)))
+        elif turn.history is not None:
             history = turn.history
             tail_len = len(history) - last_boundary_index(history) - 1
             cut = len(raw) - tail_len
-            tail = history[len(history) - tail_len :]
-            with self._lock:
-                # The compaction's own changes to the tail it kept (read results cleared,
-                # observations digested, arguments stubbed): the raw input has them whole.
-                for key, after in zip(keys[len(keys) - tail_len :], tail, strict=True):
-                    if _message_digest(after).hex() != key:
-                        self._cleared[key] = with_meta(after, usage_anchor=None)
-                self._memo[digests[cut]] = history[: len(history) - tail_len]
-                while len(self._memo) > self.max_memo:
-                    self._memo.popitem(last=False)
+            kept = history[len(history) - tail_len :]
+            if cut < 0 or not all(map(_same_place, kept, raw[max(cut, 0) :])):
+                # The kept tail is not the raw tail (a repair replayed from the memo moved
+                # it): the whole compacted list stands for the whole raw list.
+                cut, tail_len = len(raw), 0
+            else:
+                with self._lock:
+                    # The compaction's own changes to the tail it kept (read results
+                    # cleared, observations digested, arguments stubbed): the raw input has
+                    # them whole.
+                    for key, after in zip(keys[len(keys) - tail_len :], kept, strict=True):
+                        if _message_digest(after).hex() != key:
+                            self._cleared[key] = with_meta(after, usage_anchor=None)
+            saved.append((digests[cut], history[: len(history) - tail_len]))
+        for digest, replacement in saved:
+            self._remember(digest, replacement)
         if turn.outcome == "stopped":
             self._overflow(turn.reason, turn.messages)
         return turn.messages
@@ -308,11 +409,15 @@ class MessageCompactor:
 
     def __call__(self, messages: Any, config: RunnableConfig | None = None) -> list[BaseMessage]:
         thread_id = self._thread(config)
-        raw, digests, keys, before = self._input(messages)
+        raw, digests, keys, before = self._input(messages, self._stored(thread_id))
         pending = self._pending(before, thread_id, wait=True)
         with self.core.narrowed(self.learned_window(thread_id)):
             turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False)
-        out = self._output(raw, digests, keys, turn)
+        saved: list[tuple[str, list[BaseMessage]]] = []
+        try:
+            out = self._output(raw, digests, keys, turn, saved)
+        finally:
+            self._persist(thread_id, saved)
         if turn.prepare:
             self._start_preparing(turn.messages, thread_id)
         return out
@@ -323,11 +428,15 @@ class MessageCompactor:
         """Async twin of calling the compactor."""
         await self.core.aready()
         thread_id = self._thread(config)
-        raw, digests, keys, before = self._input(messages)
+        raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
         pending = self._pending(before, thread_id, wait=False)
         with self.core.narrowed(self.learned_window(thread_id)):
             turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False)
-        out = self._output(raw, digests, keys, turn)
+        saved: list[tuple[str, list[BaseMessage]]] = []
+        try:
+            out = self._output(raw, digests, keys, turn, saved)
+        finally:
+            await self._apersist(thread_id, saved)
         if turn.prepare:
             self._start_preparing(turn.messages, thread_id)
         return out
@@ -340,10 +449,14 @@ class MessageCompactor:
         list comes back as a call would give it). Memoised like a triggered compaction: the
         next call with the grown raw history replays it."""
         thread_id = self._thread(config)
-        raw, digests, keys, before = self._input(messages)
+        raw, digests, keys, before = self._input(messages, self._stored(thread_id))
         with self.core.narrowed(self.learned_window(thread_id)):
             turn = self.core.compact_now(before, thread_id, focus=focus, write_stop=False)
-        return self._output(raw, digests, keys, turn)
+        saved: list[tuple[str, list[BaseMessage]]] = []
+        try:
+            return self._output(raw, digests, keys, turn, saved)
+        finally:
+            self._persist(thread_id, saved)
 
     async def acompact_now(
         self, messages: Any, config: RunnableConfig | None = None, *, focus: str | None = None
@@ -351,10 +464,14 @@ class MessageCompactor:
         """Async twin of :meth:`compact_now`."""
         await self.core.aready()
         thread_id = self._thread(config)
-        raw, digests, keys, before = self._input(messages)
+        raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
         with self.core.narrowed(self.learned_window(thread_id)):
             turn = await self.core.acompact_now(before, thread_id, focus=focus, write_stop=False)
-        return self._output(raw, digests, keys, turn)
+        saved: list[tuple[str, list[BaseMessage]]] = []
+        try:
+            return self._output(raw, digests, keys, turn, saved)
+        finally:
+            await self._apersist(thread_id, saved)
 
     def as_runnable(self) -> Runnable[Any, list[BaseMessage]]:
         """This compactor as a ``Runnable`` (sync and async)."""

@@ -22,6 +22,7 @@ from bench._langgraph_dev import EXAMPLE_MODULE, DevServer, langgraph_dev
 from langchain_compact import compaction_info
 from langchain_compact._archive_records import thread_key
 from langchain_compact.demo import DependentTask
+from langchain_compact.history import validate_history
 from langchain_compact.markers import EVENT_KEY
 from langchain_compact.memory import MemoryRecord, acontinue_on_server
 
@@ -107,6 +108,40 @@ async def test_compacting_run_streams_events_and_state_survives_json(sdk: Any, g
     record = MemoryRecord.from_value(item["value"])
     assert record.thread_id == thread["thread_id"] and record.compaction_count == n
     assert record.task["data"]["content"] == task.prompt()
+
+
+@pytest.mark.parametrize("graph", ["agent", "user_graph"])
+async def test_a_broken_tool_pairing_sent_to_the_server_is_repaired(sdk: Any, graph: str) -> None:
+    """An orphan result and an unanswered call in a run's input reach the model repaired
+    (docs/design.md, B2): the event names each change and the thread's checkpoint holds a
+    valid history. Before the one policy, the server passed them to the model as they were."""
+    task = task_for(seed=7, steps=3)
+    call = {"name": "run_step", "args": {"step": 1, "previous": 0}, "id": "lost"}
+    broken = [
+        {"role": "user", "content": task.prompt()},
+        {"role": "tool", "content": "stray output", "tool_call_id": "nobody"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "user", "content": "go on"},
+    ]
+    thread = await sdk.threads.create()
+    events = [
+        chunk.data[EVENT_KEY]
+        async for chunk in sdk.runs.stream(
+            thread["thread_id"],
+            graph,
+            input={"messages": broken},
+            config=run_config(7, "rita", steps=3),
+            stream_mode="custom",
+        )
+        if chunk.event == "custom"
+    ]
+    (repaired,) = [e for e in events if e["event"] == "history_repaired"]
+    assert [c["action"] for c in repaired["changes"]] == ["dropped", "closed"]
+    state = (await sdk.threads.get_state(thread["thread_id"]))["values"]
+    messages = convert_to_messages(state["messages"])
+    validate_history(messages)
+    assert "stray output" not in [m.text for m in messages]
+    assert task.check(messages[-1].text).ok
 
 
 async def test_recall_reads_the_server_store_only_for_its_own_thread(sdk: Any) -> None:

@@ -158,3 +158,51 @@ def test_a_reassigned_content_is_not_served_from_the_digest_cache() -> None:
     message.content = "second"
     assert _message_digest(message) != before
     assert _message_digest(message) == _message_digest(HumanMessage("second"))
+
+
+def _growing(n: int) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    history: list[Any] = [HumanMessage("Task: say hi forty times", id="t")]
+    history += [AIMessage("hi " * 40 + f"#{i}", id=f"a{i}") for i in range(n)]
+    return history
+
+
+def test_a_chain_served_by_several_processes_shares_its_memo_through_a_store() -> None:
+    """Two compactors over one store stand for two worker processes: the second continues
+    a thread the first compacted exactly as the first would have (no second summary of
+    the same span), because the memo entry is read back from the store."""
+    from langgraph.store.memory import InMemoryStore
+
+    from langchain_compact import CompactionConfig
+    from langchain_compact.lcel import MessageCompactor
+
+    def make(store: Any) -> MessageCompactor:
+        return MessageCompactor(
+            config=CompactionConfig(context_window=600, keep_last_n=2), store=store
+        )
+
+    run = {"configurable": {"thread_id": "shared"}}
+    alone, store = make(None), InMemoryStore()
+    first, second = make(store), make(store)
+    for n in range(4, 30, 3):
+        expected = alone(_growing(n), run)
+        worker = first if n % 2 else second
+        assert worker(_growing(n), run) == expected
+    assert alone.compactions == first.compactions + second.compactions >= 2
+
+
+async def test_the_async_path_shares_the_memo_too() -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    from langchain_compact import CompactionConfig
+    from langchain_compact.lcel import MessageCompactor
+
+    store = InMemoryStore()
+    cfg = CompactionConfig(context_window=600, keep_last_n=2)
+    first = MessageCompactor(config=cfg, store=store)
+    second = MessageCompactor(config=cfg, store=store)
+    one = await first.acompact(_growing(12))
+    assert first.compactions == 1
+    two = await second.acompact(_growing(13))
+    assert second.compactions == 0 and two[: len(one)] == one

@@ -23,11 +23,11 @@ from langchain_compact import (
 )
 from langchain_compact._compaction_phases import Compaction, compaction_steps
 from langchain_compact._compaction_plan import plan_compaction
-from langchain_compact._ops import drive, summary_bound
+from langchain_compact._ops import archive_and_tag, drive, summary_bound
 from langchain_compact._prepare import Prepared
 from langchain_compact.core import Compactor
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
-from langchain_compact.markers import EVENT_KEY, get_meta, kind_of
+from langchain_compact.markers import EVENT_KEY, KIND_CLEARED, get_meta, kind_of, with_meta
 from langchain_compact.tokens import approximate_tokens
 
 WINDOW = 4000
@@ -313,6 +313,98 @@ def test_a_stale_prepared_summary_is_discarded_and_the_span_summarised_on_the_sp
     assert len(model.calls) == calls + 1  # summarised on the spot, from what is there now
     if change == "edit":
         assert "value=999" in result.summary.text  # type: ignore[union-attr]
+
+
+def _edit(message: BaseMessage, **update: Any) -> BaseMessage:
+    return message.model_copy(update=update)
+
+
+def _call(name: str = "run_step", **args: Any) -> list[dict[str, Any]]:
+    return [{"name": name, "args": args or {"step": 0}, "id": "c0", "type": "tool_call"}]
+
+
+#: Edits of a span message (index 1: the first call, 2: its result) that reach the model
+#: and used to leave a prepared summary in use (issue 21, item 5).
+EDITS = {
+    "call_args": (1, {"tool_calls": _call(step=7)}),
+    "call_name": (1, {"tool_calls": _call("other_tool")}),
+    "call_additional_kwargs": (1, {"additional_kwargs": {"reasoning_content": "changed"}}),
+    "result_status": (2, {"status": "error"}),
+    "result_name": (2, {"name": "other_tool"}),
+    "result_artifact": (2, {"artifact": {"rows": [1, 2, 3]}}),
+    "result_additional_kwargs": (2, {"additional_kwargs": {"extra": 1}}),
+}
+
+
+def _prepared_and_next_turn(model: FactKeeper) -> tuple[Compactor, Prepared, list[BaseMessage]]:
+    core = _core(model)
+    history = _history(10)
+    prepared = core.prepare(history, "t")
+    assert prepared is not None and not prepared.failed
+    return core, prepared, [*history, *_history(11)[21:]]
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_an_edit_that_reaches_the_model_discards_the_prepared_summary(edit: str) -> None:
+    model = FactKeeper()
+    core, prepared, now = _prepared_and_next_turn(model)
+    index, update = EDITS[edit]
+    now[index] = _edit(now[index], **update)
+    calls = len(model.calls)
+    result = core.compact(now, "t", prepared=prepared.as_dict())
+    assert result.prepared.startswith("discarded") and "edited" in result.prepared
+    assert len(model.calls) == calls + 1  # summarised on the spot
+
+
+def test_a_marker_only_change_keeps_the_prepared_summary() -> None:
+    """``response_metadata`` (this package's markers, the provider's report) and
+    ``usage_metadata`` never reach the model: changing them keeps the summary."""
+    model = FactKeeper()
+    core, prepared, now = _prepared_and_next_turn(model)
+    now[2] = with_meta(now[2], archive_ref="elsewhere")
+    now[1] = _edit(now[1], response_metadata={"model_name": "x"})
+    result = core.compact(now, "t", prepared=prepared.as_dict())
+    assert result.prepared.startswith("used")
+
+
+def _cleared(messages: list[BaseMessage], index: int) -> list[BaseMessage]:
+    """``messages`` with result ``index`` cleared the way every micro-compaction step does
+    it (:func:`archive_and_tag` records the placeholder's lineage)."""
+    after = list(messages)
+    after[index] = with_meta(
+        _edit(messages[index], content="[cleared: run_step result]", artifact=None),
+        kind=KIND_CLEARED,
+    )
+    out, _ref = drive(
+        archive_and_tag(
+            list(messages),
+            after,
+            archive=None,
+            thread_id="t",
+            reason="micro-compaction",
+            redactor=None,
+            changed=[index],
+        )
+    )
+    return out
+
+
+def test_a_result_cleared_since_keeps_the_prepared_summary_an_edited_one_does_not() -> None:
+    model = FactKeeper()
+    core, prepared, now = _prepared_and_next_turn(model)
+    cleared = _cleared(now, 2)
+    assert core.compact(cleared, "t", prepared=prepared.as_dict()).prepared.startswith("used")
+    # the placeholder edited afterwards, its "cleared" marker still there
+    edited = list(cleared)
+    edited[2] = _edit(cleared[2], content="[cleared: run_step result] value=999")
+    assert kind_of(edited[2]) == KIND_CLEARED
+    result = core.compact(edited, "t", prepared=prepared.as_dict())
+    assert result.prepared.startswith("discarded") and "edited" in result.prepared
+    # a placeholder of another message does not stand for this one
+    forged = list(now)
+    forged[2] = _cleared([*now[:2], _edit(now[2], content="RESULT value=1")], 2)[2]
+    result = core.compact(forged, "t", prepared=prepared.as_dict())
+    assert result.prepared.startswith("discarded")
 
 
 def test_a_failed_prepare_is_retried_at_the_trigger_the_usual_way() -> None:
