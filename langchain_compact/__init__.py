@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # typed for checkers; imported on first use (see ``__getattr__``)
     from langchain_compact.archive import (
+        DefaultArchive,
         JsonlArchive,
         StoreArchive,
         TranscriptArchive,
@@ -57,6 +58,7 @@ __all__ = [
     "CompactionState",
     "ConfigError",
     "ContextOverflowError",
+    "DefaultArchive",
     "ExtractiveSummarizer",
     "InvalidHistoryError",
     "JsonlArchive",
@@ -91,6 +93,7 @@ _HOME = {
     "CompactionState": "graph",
     "ConfigError": "errors",
     "ContextOverflowError": "errors",
+    "DefaultArchive": "archive",
     "ExtractiveSummarizer": "summarizers",
     "InvalidHistoryError": "errors",
     "JsonlArchive": "archive",

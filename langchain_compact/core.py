@@ -48,6 +48,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from typing_extensions import NotRequired, TypedDict
 
 from langchain_compact._compaction_plan import plan_compaction
+from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag
 from langchain_compact._ops import Op, Outcome, adrive, archive_and_tag, drive
 from langchain_compact._prepare import (
     Prepared,
@@ -326,7 +327,9 @@ class Compactor:
         config: Settings; ``context_window`` must be known (see
             :func:`~langchain_compact.graph.resolve_context_window`).
         summarizer: Defaults to :class:`ExtractiveSummarizer` (offline, deterministic).
-        archive: Where cleared and compacted originals go before they are replaced.
+        archive: Where cleared and compacted originals go before they are replaced; by
+            default a :class:`~langchain_compact.archive.DefaultArchive` (the run's store,
+            else JSONL files under ``config.archive_dir``); ``None``: nothing is archived.
         counter: Local token counter for messages after the usage anchor.
         tools: Tool schemas the model is called with (counted when there is no anchor).
         memory: Also keep the pinned task and summaries in a store after each compaction.
@@ -343,7 +346,7 @@ class Compactor:
         *,
         config: CompactionConfig,
         summarizer: Summarizer | None = None,
-        archive: TranscriptArchive | None = None,
+        archive: TranscriptArchive | DefaultArchiveFlag | None = DEFAULT_ARCHIVE,
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
         memory: CompactionMemory | None = None,
@@ -359,7 +362,13 @@ class Compactor:
         # learned windows -> the config narrowed to them (a provider refused for length)
         self._narrowed: dict[int, CompactionConfig] = {}
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
-        self.archive = archive
+        self.archive: TranscriptArchive | None
+        if isinstance(archive, str):  # "default": the run's store, else JSONL files
+            from langchain_compact.archive import resolve_archive
+
+            self.archive = resolve_archive(archive, config.archive_dir)
+        else:
+            self.archive = archive
         self.counter = counter
         self.tools = list(tools) if tools else None
         self.memory = memory

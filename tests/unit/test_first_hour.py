@@ -1,0 +1,79 @@
+"""A newcomer's first hour (issue 20): the mistakes a first try makes get an error that says
+what to do, and ``help()`` documents what there is to set."""
+
+from __future__ import annotations
+
+import inspect
+import pydoc
+from dataclasses import fields
+from typing import Annotated, Any
+
+import pytest
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+from langchain_compact import CompactionConfig, add_compaction, compact_messages
+from langchain_compact.errors import ConfigError
+
+
+class _History(TypedDict):
+    history: Annotated[list[Any], add_messages]
+
+
+def _builder() -> StateGraph[Any, Any, Any, Any]:
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(_History)
+    builder.add_node("agent", lambda state: {"history": [("ai", "ok")]})
+    builder.add_edge(START, "agent")
+    return builder
+
+
+def test_a_state_without_the_messages_key_is_an_error_naming_the_option() -> None:
+    """It was a silent no-op: the nodes' input schema added an empty ``messages`` list."""
+    with pytest.raises(ConfigError, match=r"no 'messages' key \(its keys: \['history'\]\).*"):
+        add_compaction(_builder(), config=CompactionConfig(context_window=8_000))
+
+
+def test_messages_key_reaches_the_nodes() -> None:
+    """With ``messages_key`` the nodes read that key (it was filtered out by their input
+    schema, so the first turn raised 'the graph state has no 'history' key')."""
+    builder = _builder()
+    add_compaction(builder, config=CompactionConfig(context_window=8_000), messages_key="history")
+    out = builder.compile().invoke({"history": [("user", "hi")]})
+    assert [m.type for m in out["history"]] == ["human", "ai"]
+
+
+@pytest.mark.parametrize("value", ["8k", 8000.0, "8000"])
+def test_a_context_window_of_the_wrong_type_says_it_must_be_an_int(value: Any) -> None:
+    with pytest.raises(ConfigError, match=r"must be an int of tokens, e\.g\. 8000 or 8_192"):
+        CompactionConfig(context_window=value)
+    with pytest.raises(ConfigError, match="is out of range"):
+        CompactionConfig(context_window=0)
+
+
+def test_help_of_the_config_documents_every_field() -> None:
+    text = pydoc.render_doc(CompactionConfig, renderer=pydoc.plaintext)
+    assert "Attributes:" in text
+    for f in fields(CompactionConfig):
+        assert f"    {f.name}: " in text, f.name
+
+
+def test_compact_messages_shows_its_options_and_documents_them() -> None:
+    params = inspect.signature(compact_messages).parameters
+    for name in ("config", "summarizer", "archive", "thread_id", "model", "counter", "tools"):
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+    assert params["on_overflow"].default == "raise"
+    doc = inspect.getdoc(compact_messages) or ""
+    for name in ("on_overflow", "max_memo", "archive", "thread_id"):
+        assert f"{name}: " in doc, name
+    with pytest.raises(ConfigError, match="'bogus'"):
+        compact_messages([], config=CompactionConfig(context_window=8_000), bogus=1)
+
+
+def test_the_middleware_docstring_states_when_it_stops() -> None:
+    pytest.importorskip("langchain.agents", reason="the middleware needs the agents extra")
+    from langchain_compact import middleware
+
+    doc = " ".join((inspect.getdoc(middleware.CompactionMiddleware) or "").split())
+    assert "still over the trigger after that" not in doc
+    assert "only when even the smallest context cannot fit" in doc
