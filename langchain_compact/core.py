@@ -320,6 +320,33 @@ class MicroStep:
     """Where the changed messages are in the list, in order."""
 
 
+def _unless_larger(messages: Sequence[BaseMessage], result: CompactionResult) -> CompactionResult:
+    """``result``, unless it would leave the context larger than it found it (a summary and
+    its header outweighing the little it replaces): then nothing is applied, the history
+    stays as it was (the originals stay archived), and the result and a
+    ``compaction_skipped`` event say why, with both sizes."""
+    if result.summary is None or result.tokens_after <= result.tokens_before:
+        return result
+    reason = (
+        f"a compaction would have grown the context from {result.tokens_before} to "
+        f"{result.tokens_after} tokens (its summary outweighs the "
+        f"{len(result.compacted)} message(s) it replaces); the history is kept as it was"
+    )
+    logger.warning("%s", reason)
+    emit(
+        {
+            "event": "compaction_skipped",
+            "tokens_before": result.tokens_before,
+            "tokens_after": result.tokens_after,
+            "reason": reason,
+        }
+    )
+    tokens = result.tokens_before
+    return CompactionResult(
+        list(messages), None, tokens, tokens, errors=result.errors, reason=reason
+    )
+
+
 class Compactor:
     """Config, summarizer, archive, counter and tools, and every compaction step over them.
 
@@ -726,7 +753,7 @@ class Compactor:
         started = time.perf_counter()
         with self._learning(messages):
             result = compact_history(messages, **self._kwargs(thread_id, prepared))
-            result = with_focus(self._carried(result), current_focus())
+            result = _unless_larger(messages, with_focus(self._carried(result), current_focus()))
         self._report(result, time.perf_counter() - started)
         return result
 
@@ -739,7 +766,7 @@ class Compactor:
         with self._learning(messages):
             kwargs = self._kwargs(thread_id, prepared)
             result = await acompact_history(messages, **kwargs)
-            result = with_focus(self._carried(result), current_focus())
+            result = _unless_larger(messages, with_focus(self._carried(result), current_focus()))
         self._report(result, time.perf_counter() - started)
         return result
 

@@ -77,3 +77,30 @@ def test_the_middleware_docstring_states_when_it_stops() -> None:
     doc = " ".join((inspect.getdoc(middleware.CompactionMiddleware) or "").split())
     assert "still over the trigger after that" not in doc
     assert "only when even the smallest context cannot fit" in doc
+
+
+def test_a_compaction_that_would_grow_the_context_is_not_applied_and_says_why() -> None:
+    """Issue 20: "a compaction never leaves the context larger than it found it, or says
+    why". Seven two-word messages weigh less than a summary and its header: the engine's
+    result grows the context (71 -> 115 tokens); the core keeps the history as it was and
+    its event states both sizes and the reason."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from langchain_compact.compaction import compact_history
+    from langchain_compact.core import Compactor
+
+    history: list[Any] = [HumanMessage("Task: say hi", id="t")]
+    for i in range(4):
+        history += [AIMessage(f"hi {i}", id=f"a{i}"), HumanMessage(f"ok {i}", id=f"h{i}")]
+    config = CompactionConfig(context_window=2_000, keep_last_n=1)
+    engine = compact_history(history, config=config, archive=None)
+    assert engine.summary is not None and engine.tokens_after > engine.tokens_before
+
+    turn = Compactor(config=config, archive=None).compaction(history, "t")
+    assert turn.outcome == "continue" and turn.transition == "nothing_to_compact"
+    assert list(turn.messages) == history
+    (event,) = [e for e in turn.events if e["event"] == "compaction_skipped"]
+    assert event["tokens_before"] == engine.tokens_before
+    assert event["tokens_after"] == engine.tokens_after
+    assert "would have grown the context" in event["reason"]
+    assert not [e for e in turn.events if e["event"] == "compaction"]
