@@ -136,3 +136,59 @@ def test_the_demos_compactions_all_shrink_the_context() -> None:
         e for e in compactions if e["tokens_after"] >= e["tokens_before"] and "note" not in e
     ]
     assert unexplained == []
+
+
+def _goal_section(summary: str) -> list[str]:
+    section = summary.split("## 1. Goal and hard constraints", 1)[1].split("\n## ", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("- ")]
+
+
+def test_a_summary_never_calls_the_tasks_constraints_absent() -> None:
+    """A real OpenHands run whose task states hard constraints ("you DON'T have to modify
+    the testing logic", "minimal changes to non-test files"): the span after the pinned task
+    states no new one, and section 1 once read "no new goal or constraint stated"."""
+    from _data import TRAJECTORY_DIR, load_trajectory
+
+    from langchain_compact.compaction import compact_history
+    from langchain_compact.summarizers import NO_NEW_GOAL
+
+    history = load_trajectory(TRAJECTORY_DIR / "openhands__ponyc-4588__llama-4-maverick.jsonl")
+    assert "DON'T have to modify the testing logic" in history[1].text
+    result = compact_history(
+        history[:40], config=CompactionConfig(context_window=8_000, keep_last_n=4), archive=None
+    )
+    assert result.summary is not None
+    goal = _goal_section(result.summary.text)
+    assert goal == [f"- {NO_NEW_GOAL}"]
+    assert "no new goal or constraint stated" not in result.summary.text
+    assert any("DON'T have to modify the testing logic" in m.text for m in result.messages)
+
+
+def test_a_tools_output_sent_as_a_user_message_is_never_a_goal() -> None:
+    """SWE-agent sends its tools' output back as user messages ("Wrong flag! (Open file:
+    n/a) (Current directory: ...) bash-$"); OpenHands sent a tool's error as one
+    ("Parameter 'command' is expected to be one of [...]"). Each is a fact, not a goal."""
+    from _data import TRAJECTORY_DIR, load_trajectory
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from langchain_compact.summarizers import ExtractiveSummarizer
+
+    history = load_trajectory(TRAJECTORY_DIR / "swe-agent__ctf-crypto-eps.jsonl")
+    span = history[2:40]
+    observations = [m for m in span if isinstance(m, HumanMessage)]
+    assert any("(Current directory:" in m.text for m in observations)
+    summary = ExtractiveSummarizer().summarize(span, max_tokens=4_000)
+    goal = _goal_section(summary)
+    assert not [line for line in goal if "Current directory:" in line or "Wrong flag" in line]
+
+    call = {"name": "str_replace_editor", "args": {"command": "view"}, "id": "toolu_12"}
+    error = "Parameter 'command' is expected to be one of ['view', 'create']."
+    tool_error = [
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("file listing", tool_call_id="toolu_12"),
+        HumanMessage(error),
+        HumanMessage("Please also keep the public API unchanged."),  # the user's words
+    ]
+    goal = _goal_section(ExtractiveSummarizer().summarize(tool_error, max_tokens=2_000))
+    assert not [line for line in goal if "Parameter 'command'" in line]
+    assert goal == ["- user: Please also keep the public API unchanged."]
