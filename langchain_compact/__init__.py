@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # typed for checkers; imported on first use (see ``__getattr__``)
     from langchain_compact.archive import (
-        DefaultArchive,
         JsonlArchive,
         StoreArchive,
         TranscriptArchive,
@@ -58,7 +57,6 @@ __all__ = [
     "CompactionState",
     "ConfigError",
     "ContextOverflowError",
-    "DefaultArchive",
     "ExtractiveSummarizer",
     "InvalidHistoryError",
     "JsonlArchive",
@@ -93,7 +91,6 @@ _HOME = {
     "CompactionState": "graph",
     "ConfigError": "errors",
     "ContextOverflowError": "errors",
-    "DefaultArchive": "archive",
     "ExtractiveSummarizer": "summarizers",
     "InvalidHistoryError": "errors",
     "JsonlArchive": "archive",

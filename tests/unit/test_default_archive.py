@@ -16,7 +16,6 @@ from langgraph.store.memory import InMemoryStore
 
 from langchain_compact import (
     CompactionConfig,
-    DefaultArchive,
     JsonlArchive,
     StoreArchive,
     add_compaction,
@@ -25,6 +24,7 @@ from langchain_compact import (
     make_recall_tool,
 )
 from langchain_compact._defaults import ARCHIVE_DIR_ENV, DEFAULT_ARCHIVE_DIR
+from langchain_compact.archive import DefaultArchive
 from langchain_compact.core import Compactor
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
 from langchain_compact.errors import ConfigError
