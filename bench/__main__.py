@@ -56,14 +56,18 @@ def replay(
     transcript, with usage computed from what the system actually sent.
 
     ``log.extra`` gets ``first_view`` (how the fresh tool results reached the model on
-    their first view, see :mod:`bench.harm`) and, for a stopped run, ``stop_input_tokens``
-    and ``stop_next_fits`` (the refused call plus the transcript's reply fits the window)."""
+    their first view, see :mod:`bench.harm`), ``grown_compactions`` (compactions after which
+    the call was larger than what the system held plus the new messages) and, for a
+    stopped run, ``stop_input_tokens`` and ``stop_next_fits`` (the refused call plus the
+    transcript's reply fits the window)."""
     log = CallLog(window=window, truth=truth)
     trigger = peers.Budget(window).trigger
     text_commands = not harm.has_native_tool_calls(messages)
     task_id = workloads.original_task_id(messages)
     view = harm.FirstView()
     last = 0
+    held: list[BaseMessage] = []  # what the system held after the previous call
+    grown = 0
     for i in workloads.call_points(messages):
         new = messages[last:i]
         res = adapter.prepare(new)
@@ -81,11 +85,17 @@ def replay(
             compacted=res.compacted,
             summarizer=res.summarizer,
         )
+        # A compaction that grew the context: the call after it is larger than what the
+        # system held (its previous call and reply) plus the new messages it was given.
+        if res.compacted and truth(res.model_input) > truth([*held, *new]):
+            grown += 1
+        held = [*res.model_input, messages[i]]
         fresh = harm.fresh_results(new, text_commands=text_commands, task_id=task_id)
         view.add(harm.first_view(fresh, res.model_input, truth=truth, trigger=trigger))
         adapter.observe(peers.with_usage(messages[i], res.model_input, truth))
         last = i + 1
     log.extra["first_view"] = view
+    log.extra["grown_compactions"] = grown
     return log
 
 
@@ -133,12 +143,14 @@ def transcripts_bench(
                 runs_with_calls=0,
                 task_head_tail_kept=0,
                 stopped_runs_detail=[],
+                grown_compactions=0,
             )
             view = harm.FirstView()
             hook: list[float] = []
             for stem, msgs in transcripts.items():
                 log = replay(peers.make(name, budget, truth), msgs, truth=truth, window=window)
                 view.add(log.extra["first_view"])
+                agg["grown_compactions"] += log.extra["grown_compactions"]
                 task = workloads.original_task(msgs)
                 if log.context:
                     agg["runs_with_calls"] += 1

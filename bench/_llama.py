@@ -198,6 +198,13 @@ class LlamaCppChatOpenAI(ChatOpenAI):
         return payload
 
 
+#: Seconds a request to the local server may take (the chat model's ``timeout``, and the
+#: ``summarizer_timeout`` of the real-server tests): prompt evaluation runs at tens of
+#: tokens/s on a loaded 2-core machine, so the default is generous; ``LC_SERVER_TIMEOUT``
+#: overrides it.
+SERVER_TIMEOUT = float(os.environ.get("LC_SERVER_TIMEOUT") or 600)
+
+
 def chat_model(
     server: ServerAddress,
     *,
@@ -214,7 +221,7 @@ def chat_model(
         "model": server.model,
         "temperature": 0,
         "seed": 0,
-        "timeout": 280,
+        "timeout": SERVER_TIMEOUT,
         "max_retries": 0,
     }
     params.update(kwargs)

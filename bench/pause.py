@@ -174,7 +174,7 @@ def _agent(system: str, policy: Any, tools: list[Any], summarizer: Any, window: 
 
     from langchain_compact.middleware import CompactionMiddleware
 
-    mw = CompactionMiddleware(config=config, summarizer=LLMSummarizer(summarizer))
+    mw = CompactionMiddleware(config=config, summarizer=LLMSummarizer(summarizer), archive=None)
     return create_agent(policy, tools, middleware=[mw])
 
 

@@ -414,7 +414,9 @@ class Ours(Adapter):
             trigger_ratio=budget.trigger_ratio,
             summary_max_tokens=budget.summary_tokens,
         )
-        self.nodes = CompactionNodes(config=self.config, summarizer=LLMSummarizer(summary_model))
+        self.nodes = CompactionNodes(
+            config=self.config, summarizer=LLMSummarizer(summary_model), archive=None
+        )
         self.state: dict[str, Any] = {"messages": []}
 
     def _apply(self, update: dict[str, Any]) -> None:
@@ -457,7 +459,9 @@ class OursLCEL(Adapter):
             trigger_ratio=budget.trigger_ratio,
             summary_max_tokens=budget.summary_tokens,
         )
-        self.runnable = compact_messages(config=config, summarizer=LLMSummarizer(summary_model))
+        self.runnable = compact_messages(
+            config=config, summarizer=LLMSummarizer(summary_model), archive=None
+        )
 
     def _hook(self) -> tuple[list[BaseMessage], bool, str]:
         try:
@@ -888,7 +892,9 @@ def dependent_agent(
             recall_tool=False,
         )
     if name == "ours_lcel":
-        runnable = compact_messages(config=config, summarizer=LLMSummarizer(summary_model))
+        runnable = compact_messages(
+            config=config, summarizer=LLMSummarizer(summary_model), archive=None
+        )
         return _react_graph(model, tools, runnable.invoke)
     if name in ("lc_summarization", "lc_context_editing"):
         from langchain.agents import create_agent

@@ -119,7 +119,9 @@ def _nodes(window: int) -> Any:
     from langchain_compact import CompactionConfig, CompactionNodes, ExtractiveSummarizer
 
     return CompactionNodes(
-        config=CompactionConfig(context_window=window), summarizer=ExtractiveSummarizer()
+        config=CompactionConfig(context_window=window),
+        summarizer=ExtractiveSummarizer(),
+        archive=None,
     )
 
 
@@ -243,7 +245,7 @@ def one_shot_bench(history: list[Any], sizes: Sequence[int]) -> dict[str, Any]:
     config = CompactionConfig(context_window=128_000)
     fns: dict[str, Callable[[list[Any]], object]] = {
         "compact_history": lambda h: compact_history(h),
-        "compact_messages": lambda h: compact_messages(h, config=config),
+        "compact_messages": lambda h: compact_messages(h, config=config, archive=None),
     }
     out: dict[str, Any] = {name: {} for name in fns}
     for n in sizes:

@@ -290,6 +290,11 @@ def harm_sections(results: dict[str, Any], *, level: str, number: str = "") -> l
         "",
         harm.stops_table(results),
         "",
+        "Compactions that grew the context (the call after them larger than the previous "
+        "call, its reply and the new messages together):",
+        "",
+        harm.grown_table(results),
+        "",
         "Cached share of input tokens (cost relative to SummarizationMiddleware's):",
         "",
         harm.cache_table(results),

@@ -95,6 +95,17 @@ def stops_table(results: dict[str, Any]) -> str:
     return table(header, rows)
 
 
+def grown_table(results: dict[str, Any]) -> str:
+    """Compactions that left the context larger than they found it, of all compactions,
+    per system and window ("n/a": a results file from before this was measured)."""
+
+    def cell(per: dict[str, Any], s: str) -> str:
+        grown = per[s].get("grown_compactions")
+        return "n/a" if grown is None else f"{grown}/{per[s]['compactions']}"
+
+    return _window_table(results, "grew the context / compactions", cell)
+
+
 def cache_table(results: dict[str, Any]) -> str:
     """Cached share of input tokens and cost per window (cost relative to
     SummarizationMiddleware's), side by side."""

@@ -133,7 +133,9 @@ def _scenario_agent(name: str, model: Any, tools: list[BaseTool], truth: TruthCo
     if name == "ours_graph":
         return create_compacting_agent(model, tools, config=config, archive=None, recall_tool=False)
     if name == "ours_middleware":
-        return create_agent(model, tools, middleware=[CompactionMiddleware(config=config)])
+        return create_agent(
+            model, tools, middleware=[CompactionMiddleware(config=config, archive=None)]
+        )
     if name == "lc_summarization":
         summary = peers.make_summary_model(budget, truth)
         middleware: Any = SummarizationMiddleware(

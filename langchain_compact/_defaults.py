@@ -11,8 +11,9 @@ imports this module.
 
 from __future__ import annotations
 
+import os
 import warnings
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeVar
 
 from typing_extensions import Self
 
@@ -22,10 +23,35 @@ if TYPE_CHECKING:  # at run time the model is only read (its profile); langchain
     # chat models pull in langsmith, which importing the package must not
     from langchain_core.language_models import BaseChatModel
 
-__all__ = ["DEFAULT_ARCHIVE_DIR", "Windowed", "resolve_context_window"]
+__all__ = [
+    "ARCHIVE_DIR_ENV",
+    "DEFAULT_ARCHIVE",
+    "DEFAULT_ARCHIVE_DIR",
+    "DefaultArchiveFlag",
+    "Windowed",
+    "default_archive_dir",
+    "resolve_context_window",
+]
 
 DEFAULT_ARCHIVE_DIR = ".memory"
-"""Folder of the default JSONL archive (``CompactionConfig.archive_dir``, ``JsonlArchive()``)."""
+"""Folder of the default JSONL archive (``CompactionConfig.archive_dir``, ``JsonlArchive()``),
+relative to the working directory, unless ``LANGCHAIN_COMPACT_ARCHIVE_DIR`` names another."""
+
+ARCHIVE_DIR_ENV: Final = "LANGCHAIN_COMPACT_ARCHIVE_DIR"
+"""Environment variable that moves the default archive folder (e.g. a test's temporary one)."""
+
+DefaultArchiveFlag = Literal["default"]
+"""The type of :data:`DEFAULT_ARCHIVE`."""
+
+DEFAULT_ARCHIVE: Final[DefaultArchiveFlag] = "default"
+"""``archive=`` default of every integration: the run's LangGraph store when it has one, else
+JSONL files under :func:`default_archive_dir`. ``archive=None`` turns archiving off."""
+
+
+def default_archive_dir() -> str:
+    """``$LANGCHAIN_COMPACT_ARCHIVE_DIR`` when set, else :data:`DEFAULT_ARCHIVE_DIR`."""
+    return os.environ.get(ARCHIVE_DIR_ENV) or DEFAULT_ARCHIVE_DIR
+
 
 #: Providers whose chat APIs reject a system message after the first non-system one.
 _SYSTEM_FIRST_ONLY = ("anthropic", "google", "gemini", "vertex", "bedrock")

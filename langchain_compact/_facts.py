@@ -239,7 +239,8 @@ _REPEAT_RE = re.compile(r"(\S{1,80}?: )\1+")
 #: Lines that only say something was left out, or that nothing was recorded.
 _FILLER_RE = re.compile(
     r"^\(?\d+ (?:older entries omitted|more details)|^\[\.\.\. \d+ chars \.\.\.\]$"
-    r"|^(?:none recorded|unknown|no new goal or constraint stated|\(nothing salient\))$"
+    r"|^(?:none recorded|unknown|no new goal or constraint stated|\(nothing salient\)"
+    r"|none beyond the pinned task \(its goal and constraints stand\))$"
 )
 _OMITTED_RE = re.compile(r"^\((\d+) older entries omitted")
 #: Lines a merged summary can drop first: calls (their arguments are archived) and the

@@ -7,9 +7,9 @@ from its template. Code that has the messages reads their markers
 them, such as a history exported to the OpenAI chat format.
 
 Example:
-    >>> text = cleared_text(name="ls", chars=900, tokens=225, tool_call_id="c1")
+    >>> text = cleared_text(name="ls", chars=900, tool_call_id="c1")
     >>> parse_cleared(text)
-    Cleared(name='ls', chars=900, tokens=225, tool_call_id='c1', archived=True, facts=())
+    Cleared(name='ls', chars=900, tool_call_id='c1', archived=True, facts=())
 """
 
 from __future__ import annotations
@@ -63,15 +63,15 @@ __all__ = [
 # --------------------------------------------------------------------------- templates
 
 DEFAULT_PLACEHOLDER = (
-    "[tool result cleared to save context: {name} returned {chars} characters "
-    "(~{tokens} tokens). The full text is archived: call "
-    'recall_archived(tool_call_id="{tool_call_id}") to read it again.]'
+    "[tool result cleared to save context: {name} returned {chars} characters. The full "
+    'text is archived: call recall_archived(tool_call_id="{tool_call_id}") to read it again.]'
 )
-"""Placeholder template; fields: ``name``, ``chars``, ``tokens``, ``tool_call_id``."""
+"""Placeholder template; fields: ``name``, ``chars`` (the original's size, in one unit),
+``tool_call_id``; a custom template may also use ``tokens`` (the original's, counted)."""
 
 UNARCHIVED_PLACEHOLDER = (
-    "[tool result cleared to save context: {name} returned {chars} characters "
-    "(~{tokens} tokens). It was not archived; call the tool again if you need it.]"
+    "[tool result cleared to save context: {name} returned {chars} characters. It was "
+    "not archived; call the tool again if you need it.]"
 )
 """Placeholder used when no archive keeps the original (``archived=False``)."""
 
@@ -237,12 +237,11 @@ def _int(match: re.Match[str], group: str) -> int:
 @dataclass(frozen=True, slots=True)
 class Cleared:
     """What a cleared tool result's placeholder says: the tool's ``name``, the original's
-    ``chars`` and ``tokens``, the ``tool_call_id`` the archive keeps it under (``None`` when
+    size in ``chars``, the ``tool_call_id`` the archive keeps it under (``None`` when
     not ``archived``) and the ``facts`` it kept."""
 
     name: str
     chars: int
-    tokens: int
     tool_call_id: str | None
     archived: bool
     facts: tuple[str, ...]
@@ -253,12 +252,14 @@ def cleared_text(
     *,
     name: str,
     chars: int,
-    tokens: int,
+    tokens: int | None = None,
     tool_call_id: str,
     archived: bool = True,
 ) -> str:
     """The placeholder of a cleared tool result (``template`` defaults to
-    :data:`DEFAULT_PLACEHOLDER`, or :data:`UNARCHIVED_PLACEHOLDER` when not ``archived``)."""
+    :data:`DEFAULT_PLACEHOLDER`, or :data:`UNARCHIVED_PLACEHOLDER` when not ``archived``).
+    ``chars`` and ``tokens`` both describe the original; the default templates state its
+    characters only, one unit (``tokens`` is for a custom template)."""
     template = template or (DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER)
     return template.format(name=name, chars=chars, tokens=tokens, tool_call_id=tool_call_id)
 
@@ -275,9 +276,26 @@ def kept_facts(placeholder: str) -> list[str]:
     return kept.split(_FACTS_SEP) if kept else []
 
 
+#: The placeholders before issue 20, which also stated the tokens of the text they replaced
+#: (an earlier digest's, for a cut result): still parsed, for histories exported then.
+_OLD_PLACEHOLDERS = (
+    (
+        "[tool result cleared to save context: {name} returned {chars} characters "
+        "(~{tokens} tokens). The full text is archived: call "
+        'recall_archived(tool_call_id="{tool_call_id}") to read it again.]',
+        True,
+    ),
+    (
+        "[tool result cleared to save context: {name} returned {chars} characters "
+        "(~{tokens} tokens). It was not archived; call the tool again if you need it.]",
+        False,
+    ),
+)
+
 _CLEARED_RES = (
     (re.compile(r"\A" + _pattern(DEFAULT_PLACEHOLDER)), True),
     (re.compile(r"\A" + _pattern(UNARCHIVED_PLACEHOLDER)), False),
+    *((re.compile(r"\A" + _pattern(t)), archived) for t, archived in _OLD_PLACEHOLDERS),
 )
 
 
@@ -291,8 +309,8 @@ def parse_cleared(text: str) -> Cleared | None:
         if rest and not rest.startswith(FACTS_MARK):
             continue
         call_id = match.group("tool_call_id") if archived else None
-        name, chars, tokens = match.group("name"), _int(match, "chars"), _int(match, "tokens")
-        return Cleared(name, chars, tokens, call_id, archived, tuple(kept_facts(rest)))
+        name, chars = match.group("name"), _int(match, "chars")
+        return Cleared(name, chars, call_id, archived, tuple(kept_facts(rest)))
     return None
 
 

@@ -2,9 +2,11 @@
 
 Two archives implement :class:`TranscriptArchive`: :class:`JsonlArchive` (one JSONL file per
 write, by default in ``.memory/``) and :class:`StoreArchive` (any LangGraph ``BaseStore``,
-so Postgres in production). Writes are idempotent: the same thread and the same messages give
-the same ref and no second record, so a crash between archiving and the state update resumes
-without duplicates (B9). :func:`make_recall_tool` gives the model a tool to get originals back.
+so Postgres in production). :class:`DefaultArchive`, what every integration archives to when
+given no ``archive=``, is the run's store when the graph has one, else those JSONL files.
+Writes are idempotent: the same thread and the same messages give the same ref and no second
+record, so a crash between archiving and the state update resumes without duplicates (B9).
+:func:`make_recall_tool` gives the model a tool to get originals back.
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ from langchain_compact import _archive_records as _r
 from langchain_compact import _recall
 from langchain_compact._archive_records import Record
 from langchain_compact._archive_search import hits_to_messages, search_records
-from langchain_compact._defaults import DEFAULT_ARCHIVE_DIR
+from langchain_compact._defaults import (
+    DEFAULT_ARCHIVE,
+    DEFAULT_ARCHIVE_DIR,
+    DefaultArchiveFlag,
+    default_archive_dir,
+)
 from langchain_compact.errors import ArchiveError, ArchiveWarning, ConfigError, CorruptRecordError
 
 if TYPE_CHECKING:  # imported when a tool is built (it pulls in langsmith)
@@ -38,6 +45,7 @@ __all__ = [
     "ArchiveError",
     "ArchiveWarning",
     "ArchivedMessage",
+    "DefaultArchive",
     "JsonlArchive",
     "StoreArchive",
     "TranscriptArchive",
@@ -264,9 +272,12 @@ class JsonlArchive(_ArchiveBase):
         '42'
     """
 
-    def __init__(self, directory: str | os.PathLike[str] = DEFAULT_ARCHIVE_DIR) -> None:
-        """Use ``directory`` (created on first write, mode 0700); it must not be a file."""
-        self.directory = Path(directory).expanduser().absolute()
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        """Use ``directory`` (created on first write, mode 0700); it must not be a file.
+        ``None``: :func:`~langchain_compact._defaults.default_archive_dir` (``.memory``, or
+        ``$LANGCHAIN_COMPACT_ARCHIVE_DIR``)."""
+        folder = default_archive_dir() if directory is None else directory
+        self.directory = Path(folder).expanduser().absolute()
         if self.directory.exists() and not self.directory.is_dir():
             raise ArchiveError(self._fix("it exists and is not a folder"))
 
@@ -543,6 +554,155 @@ class StoreArchive(_ArchiveBase):
             if len(page) < _STORE_PAGE:
                 break
         return self._newest_first(items)
+
+
+def _run_store() -> BaseStore | None:
+    """The store of the LangGraph run this is called from (``compile(store=...)``, the
+    server's store), or ``None``: no store, or not inside a run."""
+    try:
+        from langgraph.config import get_store
+
+        store = get_store()
+    except (RuntimeError, KeyError, AttributeError, TypeError):
+        return None  # outside a run, an LCEL chain, or Python 3.10 in an async task
+    return store if isinstance(store, BaseStore) else None
+
+
+class DefaultArchive:
+    """The archive every integration uses when given no ``archive=``: the run's LangGraph
+    store when it has one (:class:`StoreArchive` under :data:`DEFAULT_STORE_NAMESPACE`),
+    else JSONL files under ``directory`` (:class:`JsonlArchive`).
+
+    The choice is made on each call, so the recall tool built on the same object reads where
+    the compaction wrote: inside a graph compiled with a store (or on a LangGraph server),
+    the store; in an LCEL chain, a graph without a store, or a plain ``Compactor``, the
+    files. Pass ``archive=None`` to an integration to archive nothing.
+
+    Example:
+        >>> import tempfile
+        >>> from langchain_core.messages import ToolMessage
+        >>> archive = DefaultArchive(tempfile.mkdtemp())  # outside a graph run: the files
+        >>> ref = archive.write([ToolMessage("42", tool_call_id="c1")], thread_id="t", reason="r")
+        >>> archive.search(thread_id="t", tool_call_id="c1")[0].message.content
+        '42'
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        """Files go under ``directory`` (``None``: ``.memory``, or
+        ``$LANGCHAIN_COMPACT_ARCHIVE_DIR``), created on the first write only."""
+        self.files = JsonlArchive(directory)
+        self._stores: tuple[BaseStore, StoreArchive] | None = None
+
+    @property
+    def directory(self) -> Path:
+        """The folder of the JSONL files (used when the run has no store)."""
+        return self.files.directory
+
+    def current(self) -> JsonlArchive | StoreArchive:
+        """The archive this call uses: the run's store, else the files."""
+        store = _run_store()
+        if store is None:
+            return self.files
+        held = self._stores
+        if held is None or held[0] is not store:
+            held = (store, StoreArchive(store))
+            self._stores = held
+        return held[1]
+
+    def write(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str,
+        reason: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """:meth:`TranscriptArchive.write` on :meth:`current`."""
+        return self.current().write(messages, thread_id=thread_id, reason=reason, metadata=metadata)
+
+    async def awrite(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        thread_id: str,
+        reason: str,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Async twin of :meth:`write`."""
+        return await self.current().awrite(
+            messages, thread_id=thread_id, reason=reason, metadata=metadata
+        )
+
+    def read(self, ref: str, *, thread_id: str) -> list[BaseMessage]:
+        """The messages of record ``ref``."""
+        return self.current().read(ref, thread_id=thread_id)
+
+    async def aread(self, ref: str, *, thread_id: str) -> list[BaseMessage]:
+        """Async twin of :meth:`read`."""
+        return await self.current().aread(ref, thread_id=thread_id)
+
+    def refs(self, *, thread_id: str) -> list[str]:
+        """The thread's record refs, oldest first."""
+        return self.current().refs(thread_id=thread_id)
+
+    def search(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> list[ArchivedMessage]:
+        """:meth:`TranscriptArchive.search` on :meth:`current`."""
+        return self.current().search(
+            thread_id=thread_id,
+            query=query,
+            tool_call_id=tool_call_id,
+            message_id=message_id,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def asearch(
+        self,
+        *,
+        thread_id: str,
+        query: str | None = None,
+        tool_call_id: str | None = None,
+        message_id: str | None = None,
+        limit: int = 5,
+        offset: int = 0,
+    ) -> list[ArchivedMessage]:
+        """Async twin of :meth:`search`."""
+        return await self.current().asearch(
+            thread_id=thread_id,
+            query=query,
+            tool_call_id=tool_call_id,
+            message_id=message_id,
+            limit=limit,
+            offset=offset,
+        )
+
+
+def resolve_archive(
+    archive: TranscriptArchive | DefaultArchiveFlag | None, directory: str | None = None
+) -> TranscriptArchive | None:
+    """An integration's ``archive=`` as an archive: ``"default"`` (the default) is a
+    :class:`DefaultArchive` over ``directory``; ``None`` (off) and an archive stay as they are.
+
+    Raises:
+        ConfigError: a string other than ``"default"``.
+    """
+    if isinstance(archive, str):
+        if archive != DEFAULT_ARCHIVE:
+            raise ConfigError(
+                f"archive={archive!r} is not allowed: pass an archive (JsonlArchive, "
+                "StoreArchive), 'default' (the run's store, else JSONL files) or None (off)."
+            )
+        return DefaultArchive(directory)
+    return archive
 
 
 def make_recall_tool(

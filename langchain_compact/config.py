@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from langchain_compact._defaults import DEFAULT_ARCHIVE_DIR
+from langchain_compact._defaults import DEFAULT_ARCHIVE_DIR, default_archive_dir
 from langchain_compact.budget import Budget
 from langchain_compact.errors import ConfigError
 
@@ -55,6 +55,72 @@ DEFAULT_PREPARE_RATIO = 0.6
 @dataclass(frozen=True, slots=True)
 class CompactionConfig:
     """All settings of a compaction run.
+
+    Every field has a default; docs/configuration.md gives each one's default and use.
+
+    Attributes:
+        context_window: Model context window in tokens, an int (e.g. ``8000`` or ``8_192``);
+            ``None``: read the chat model's ``profile["max_input_tokens"]``.
+        trigger_ratio: Full compaction runs when context tokens >= ``trigger_ratio *
+            context_window`` (0 < ratio <= 1; default 0.75).
+        keep_last_n: Messages kept verbatim after a full compaction (moved back to a safe
+            cut, so a tool-call batch is never split).
+        micro_trigger_ratio: Micro-compaction's pressure gate: below ``micro_trigger_ratio *
+            context_window`` no tool result is cleared or cut (default 0.75, the
+            full-compaction trigger: clearing is tried first where a compaction would run,
+            and an agent with room pays nothing, not even a broken prompt cache; never above
+            ``trigger_ratio``).
+        micro_target_ratio: Once the gate is passed, the oldest read results are cleared in
+            one batch until the context is at most ``micro_target_ratio * context_window``
+            (default 0.3; capped at 0.6 of the gate): one break of the provider's cached
+            prefix buys many turns instead of one clear per turn.
+        micro_keep: The newest ``micro_keep`` tool results the model has already read stay
+            intact under normal pressure (default 3; a parallel batch is kept whole).
+        micro_min_chars: Tool results shorter than this are never cleared (default 100).
+        micro_clear_at_least: Clear only when at least this many tokens would be freed.
+        micro_exclude_tools: Tool names whose results are never cleared or cut (e.g.
+            ``("recall_archived",)``).
+        large_result_ratio: A tool result the model has read that alone takes more than
+            ``large_result_ratio * context_window`` tokens is archived whole and replaced by
+            a digest (default 0.2: about 92,000 characters in a 128k window, 5,800 in an 8k
+            one).
+        large_tool_result_chars: An explicit size (characters) above which a read result is
+            digested, instead of ``large_result_ratio``.
+        large_tool_result_keep_chars: Size of the digest that replaces an oversized result
+            (characters).
+        digest: How an oversized result is digested.
+        fold_ratio: When the originals of the results cleared since the last compaction pass
+            ``fold_ratio * context_window`` tokens, a compaction folds them into a summary
+            (the summarizer reads the archived originals, not the placeholders).
+        prepare: Prepare the summary before the trigger, so that compacting at the trigger
+            is a state swap and not an LLM call the agent waits for.
+        prepare_ratio: No summary is prepared below this share of the window (default 0.6,
+            80% of the default trigger).
+        reply_reserve_tokens: Tokens kept free for the model's reply.
+        task_max_ratio: Under pressure, a pinned original task larger than ``task_max_ratio
+            * context_window`` is pinned as head + tail + key lines with a recall pointer
+            (archived whole).
+        summary_max_tokens: Upper bound on one summary, in tokens (default 2,000).
+        summary_budget_ratio: When all summaries together pass ``summary_budget_ratio *
+            context_window``, the oldest are merged into one (the only time a summary is
+            summarised).
+        max_compactions: Stop the run after this many full compactions.
+        thrash_limit: Stop after this many compactions in a row, each one model turn after
+            the last, that left the context over the trigger and no smaller than they found
+            it: no progress (always on; default 3).
+        cooldown_turns: After a full compaction, this many model turns run with
+            micro-compaction only (docs/design.md, B6).
+        pin_original_task: Keep the first human message (the user's task) verbatim in every
+            compacted history.
+        summary_role: Message type that carries a summary.
+        summarizer_retries: Extra attempts of the primary summarizer before falling back to
+            the extractive one.
+        summarizer_timeout: Seconds one summarizer call may take (``None``: no limit).
+        archive_dir: Folder of the default archive's JSONL files (used when the graph or
+            agent has no store): ``.memory`` in the working directory, or
+            ``$LANGCHAIN_COMPACT_ARCHIVE_DIR``.
+        redactor: Applied to text before it is archived or summarised (e.g.
+            ``redact_secrets``); ``None``: no redaction.
 
     Example:
         >>> cfg = CompactionConfig(context_window=8_000)
@@ -192,8 +258,9 @@ class CompactionConfig:
     summarizer_timeout: float | None = 120.0
     """Seconds one summarizer call may take (``None``: no limit)."""
 
-    archive_dir: str = DEFAULT_ARCHIVE_DIR
-    """Directory of the default JSONL archive."""
+    archive_dir: str = field(default_factory=default_archive_dir)
+    """Folder of the default archive's JSONL files (used when the graph or agent has no
+    store): ``.memory`` in the working directory, or ``$LANGCHAIN_COMPACT_ARCHIVE_DIR``."""
 
     redactor: Callable[[str], str] | None = field(default=None, compare=False)
     """Applied to text before it is archived or summarised (e.g.
@@ -370,8 +437,14 @@ def _check_int(cfg: CompactionConfig, name: str, *, low: int, optional: bool = F
     value = getattr(cfg, name)
     if value is None and optional:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        allowed = f"an integer >= {low}" + (", or None" if optional else "")
+    allowed = f"an integer >= {low}" + (", or None" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, int):
+        example = " of tokens, e.g. 8000 or 8_192" if name == "context_window" else ""
+        raise ConfigError(
+            f"{name}={value!r} must be an int{example} ({type(value).__name__} given): use "
+            f"{allowed}."
+        )
+    if value < low:
         raise ConfigError(f"{name}={value!r} is out of range: use {allowed}.")
 
 

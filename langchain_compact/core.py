@@ -48,6 +48,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from typing_extensions import NotRequired, TypedDict
 
 from langchain_compact._compaction_plan import plan_compaction
+from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag
 from langchain_compact._ops import (
     Op,
     Outcome,
@@ -110,6 +111,7 @@ from langchain_compact.tokens import (
     aload_tokenizers,
     approximate_tokens,
     context_tokens,
+    precise_counter,
     precount_unread,
     preload_precise_counter,
 )
@@ -336,6 +338,54 @@ class MicroStep:
     """Where the changed messages are in the list, in order."""
 
 
+#: A compaction that frees at most this share of the context it found is not applied while
+#: that context fits the next call: the counts are estimates (the provider's may differ by
+#: about as much), and it would break the prompt cache for nothing.
+_MIN_SHRINK = 0.01
+
+
+def _unless_larger(
+    messages: Sequence[BaseMessage],
+    result: CompactionResult,
+    counter: TokenCounter,
+    fit: int | None,
+) -> tuple[CompactionResult, int]:
+    """``result`` and the tokens it frees, unless it would not shrink the context: then
+    nothing is applied, the history stays as it was (the originals stay archived), and the
+    result and a ``compaction_skipped`` event say why, with both sizes.
+
+    The tokens freed are those of the messages it removes less those of the ones it adds
+    (the summary, slimmed tail messages), counted by one counter (tiktoken when it loads,
+    else ``counter``) on those messages only: the engine's ``tokens_before`` (the count
+    the decision used: the newest usage report plus an estimate of what came after it) and
+    ``tokens_after`` (a recount of the new history) can disagree by more than a small span
+    weighs."""
+    if result.summary is None:
+        return result, 0
+    before = result.tokens_before
+    old, new = {id(m) for m in messages}, {id(m) for m in result.messages}
+    count = precise_counter() or counter
+    freed = count([m for m in messages if id(m) not in new]) - count(
+        [m for m in result.messages if id(m) not in old]
+    )
+    fits = fit is not None and before <= fit
+    if freed > (max(1, round(before * _MIN_SHRINK)) if fits else 0):
+        return result, freed
+    reason = (
+        f"a compaction would have left the context at {before - freed} tokens of the "
+        f"{before} it found (its summary outweighs the {len(result.compacted)} message(s) "
+        "it replaces, or frees under 1% while the context fits); the history is kept as it "
+        "was"
+    )
+    logger.warning("%s", reason)
+    event = {"tokens_before": before, "tokens_after": before - freed, "reason": reason}
+    emit({"event": "compaction_skipped", **event})
+    kept = CompactionResult(
+        list(messages), None, before, before, errors=result.errors, reason=reason
+    )
+    return kept, 0
+
+
 class Compactor:
     """Config, summarizer, archive, counter and tools, and every compaction step over them.
 
@@ -343,7 +393,9 @@ class Compactor:
         config: Settings; ``context_window`` must be known (see
             :func:`~langchain_compact.graph.resolve_context_window`).
         summarizer: Defaults to :class:`ExtractiveSummarizer` (offline, deterministic).
-        archive: Where cleared and compacted originals go before they are replaced.
+        archive: Where cleared and compacted originals go before they are replaced; by
+            default a :class:`~langchain_compact.archive.DefaultArchive` (the run's store,
+            else JSONL files under ``config.archive_dir``); ``None``: nothing is archived.
         counter: Local token counter for messages after the usage anchor.
         tools: Tool schemas the model is called with (counted when there is no anchor).
         memory: Also keep the pinned task and summaries in a store after each compaction.
@@ -360,7 +412,7 @@ class Compactor:
         *,
         config: CompactionConfig,
         summarizer: Summarizer | None = None,
-        archive: TranscriptArchive | None = None,
+        archive: TranscriptArchive | DefaultArchiveFlag | None = DEFAULT_ARCHIVE,
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
         memory: CompactionMemory | None = None,
@@ -376,7 +428,13 @@ class Compactor:
         # learned windows -> the config narrowed to them (a provider refused for length)
         self._narrowed: dict[int, CompactionConfig] = {}
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
-        self.archive = archive
+        self.archive: TranscriptArchive | None
+        if isinstance(archive, str):  # "default": the run's store, else JSONL files
+            from langchain_compact.archive import resolve_archive
+
+            self.archive = resolve_archive(archive, config.archive_dir)
+        else:
+            self.archive = archive
         self.counter = counter
         self.tools = list(tools) if tools else None
         self.memory = memory
@@ -801,8 +859,13 @@ class Compactor:
         started = time.perf_counter()
         with self._learning(messages):
             result = compact_history(messages, **self._kwargs(thread_id, prepared))
-            result = with_focus(self._carried(result), current_focus())
-        self._report(result, time.perf_counter() - started)
+            result, freed = _unless_larger(
+                messages,
+                with_focus(self._carried(result), current_focus()),
+                self.counter,
+                self.config.fit_tokens,
+            )
+        self._report(result, time.perf_counter() - started, freed)
         return result
 
     async def acompact(
@@ -814,8 +877,13 @@ class Compactor:
         with self._learning(messages):
             kwargs = self._kwargs(thread_id, prepared)
             result = await acompact_history(messages, **kwargs)
-            result = with_focus(self._carried(result), current_focus())
-        self._report(result, time.perf_counter() - started)
+            result, freed = _unless_larger(
+                messages,
+                with_focus(self._carried(result), current_focus()),
+                self.counter,
+                self.config.fit_tokens,
+            )
+        self._report(result, time.perf_counter() - started, freed)
         return result
 
     def _carried(self, result: CompactionResult) -> CompactionResult:
@@ -846,7 +914,7 @@ class Compactor:
         """The numbers of a compaction, as the ``last_compaction`` state key holds them."""
         return compaction_report(result)
 
-    def _report(self, result: CompactionResult, seconds: float) -> None:
+    def _report(self, result: CompactionResult, seconds: float, freed: int = 0) -> None:
         if result.prepared.startswith("discarded"):
             emit({"event": "prepared_discarded", "reason": result.prepared[len("discarded: ") :]})
             logger.info("prepared summary %s", result.prepared)
@@ -854,7 +922,15 @@ class Compactor:
             emit({"event": "prepared_used", "how": result.prepared})
         if result.summary is not None:
             pause = round(seconds, 3)
-            emit({"event": "compaction", **self.report(result), "pause_seconds": pause})
+            event = {**self.report(result), "freed_tokens": freed, "pause_seconds": pause}
+            if result.tokens_after >= result.tokens_before:
+                event["note"] = (
+                    "tokens_before is the count the decision used (the newest usage report "
+                    "plus an estimate of what came after it), tokens_after a recount of the "
+                    f"new history; counted alike on the messages that changed, the "
+                    f"compaction freed {freed} tokens"
+                )
+            emit({"event": "compaction", **event})
             logger.info("compaction took %.3f s (%s)", pause, result.prepared or "on the spot")
 
     # ------------------------------------------------------------------ the turn

@@ -34,7 +34,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.store.base import BaseStore
 
 from langchain_compact._archive_records import thread_key
-from langchain_compact._defaults import resolve_context_window
+from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag, resolve_context_window
 from langchain_compact._ops import in_daemon_thread
 from langchain_compact._options import check_known, check_options
 from langchain_compact._prepare import boundary_key
@@ -128,7 +128,7 @@ class MessageCompactor:
         *,
         config: CompactionConfig | None = None,
         summarizer: Summarizer | None = None,
-        archive: TranscriptArchive | None = None,
+        archive: TranscriptArchive | DefaultArchiveFlag | None = DEFAULT_ARCHIVE,
         thread_id: str = DEFAULT_THREAD_ID,
         model: BaseChatModel | None = None,
         counter: TokenCounter = approximate_tokens,
@@ -144,7 +144,7 @@ class MessageCompactor:
         check_options(
             config=config,
             summarizer=summarizer,
-            archive=archive,
+            archive=None if isinstance(archive, str) else archive,
             counter=counter,
             tools=tools,
             thread_id=thread_id,
@@ -555,15 +555,43 @@ def compact_messages(
 
 
 def compact_messages(
-    messages: Sequence[BaseMessage] | PromptValue | None = None, **opts: Any
+    messages: Sequence[BaseMessage] | PromptValue | None = None,
+    *,
+    config: CompactionConfig | None = None,
+    summarizer: Summarizer | None = None,
+    archive: TranscriptArchive | DefaultArchiveFlag | None = DEFAULT_ARCHIVE,
+    thread_id: str = DEFAULT_THREAD_ID,
+    model: BaseChatModel | None = None,
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+    max_memo: int = 256,
+    on_overflow: Literal["raise", "pass"] = "raise",
+    **unknown: Any,
 ) -> list[BaseMessage] | Runnable[Any, list[BaseMessage]]:
     """Compact a message list, or build a Runnable that does, for LCEL chains.
 
     With ``messages``: returns the compacted list (one-shot; nothing is memoised across
     calls). Without: returns a Runnable that keeps a memo of its compactions, so a chain
-    called with an ever-growing history summarises each span once. Options are those of
-    :class:`MessageCompactor` (``config``, ``summarizer``, ``archive``, ``thread_id``,
-    ``model``, ``counter``, ``tools``).
+    called with an ever-growing history summarises each span once.
+
+    Args:
+        messages: The history to compact now; ``None``: return a Runnable instead.
+        config: Settings; ``context_window`` defaults to ``model``'s profile.
+        summarizer: Defaults to the extractive summarizer (offline, deterministic).
+        archive: Where removed originals go; by default JSONL files under
+            ``config.archive_dir`` (``.memory``, or ``$LANGCHAIN_COMPACT_ARCHIVE_DIR``;
+            :class:`~langchain_compact.archive.DefaultArchive`). ``None``: nothing archived.
+        thread_id: The archive's thread when the run's config names none.
+        model: The chat model, only to read its context window from its profile.
+        counter: Local token counter for messages after the newest usage report.
+        tools: The tools bound to the model (their schemas count toward the context).
+        max_memo: Compactions the Runnable remembers (a growing history is summarised
+            once per span).
+        on_overflow: When the run would have to stop (the smallest context cannot fit
+            the window, or a limit such as ``max_compactions`` is reached; a chain cannot be
+            stopped): ``"raise"`` (default) raises
+            :class:`~langchain_compact.errors.ContextOverflowError`; ``"pass"`` logs a
+            warning and passes the history on.
 
     Example:
         >>> from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
@@ -572,8 +600,18 @@ def compact_messages(
         >>> [m.type for m in chain.invoke({"history": [("user", "hi")]})]
         ['human']
     """
-    check_known(opts, _COMPACTOR_OPTIONS, "compact_messages")
-    compactor = MessageCompactor(**opts)
+    check_known(unknown, _COMPACTOR_OPTIONS, "compact_messages")
+    compactor = MessageCompactor(
+        config=config,
+        summarizer=summarizer,
+        archive=archive,
+        thread_id=thread_id,
+        model=model,
+        counter=counter,
+        tools=tools,
+        max_memo=max_memo,
+        on_overflow=on_overflow,
+    )
     if messages is None:
         return compactor.as_runnable()
     return compactor(messages)

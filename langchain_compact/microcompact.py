@@ -172,8 +172,11 @@ def _clear_one(
     text = tool_result_text(msg)
     tokens = _tokens(text, counter)
     meta = get_meta(msg)
-    chars = int(meta.get("original_chars", len(text)))  # a cut result reports its original
-    new_text = _placeholder_text(msg, text, template, chars, tokens, name)
+    # The placeholder describes the original, never the digest an earlier cut left: its
+    # characters, and (for a custom template) its tokens, what the cut removed included.
+    chars = int(meta.get("original_chars", len(text)))
+    original = tokens + int(meta.get("removed_tokens", 0))
+    new_text = _placeholder_text(msg, text, template, chars, original, name)
     saved = tokens - _tokens(new_text, counter)
     if saved <= 0:  # a placeholder longer than the result would only grow the context
         return None

@@ -3,8 +3,9 @@
 A thin adapter over :class:`~langchain_compact.core.Compactor`: one ``before_model`` hook
 runs the core's turn (:meth:`~langchain_compact.core.Compactor.turn`) before every model
 call: micro-compaction (old tool results cleared, oversized ones cut, originals archived
-first), the routing decision, a full compaction when it is due, the dirty-value check
-(still over the trigger after compacting: stop, never loop) and the stop message. The hook
+first), the routing decision, a full compaction when it is due, the check after it (the
+next call must fit: stop when even the smallest context cannot, never loop) and the stop
+message. The hook
 only translates the :class:`~langchain_compact.core.Turn` into its return value, ending the
 run with ``jump_to="end"`` on a stop. Custom stream events and state keys are the graph's.
 
@@ -43,7 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "install it with: pip install 'langchain-compact[agents]'"
     ) from exc
 
-from langchain_compact._defaults import resolve_context_window
+from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag, resolve_context_window
 from langchain_compact._ops import in_daemon_thread
 from langchain_compact._prepare import Prepared
 from langchain_compact.config import CompactionConfig
@@ -86,9 +87,10 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     Before every model call: clear old tool results and cut oversized ones (same message
     ids, so they replace in place; originals archived first); if the usage-anchored context
     is over ``trigger_ratio * context_window``, replace the history by system messages +
-    the pinned task + summaries + the kept tail; if it is still over the trigger after that,
-    or a limit is reached (``max_compactions``, thrash guard), append a message saying what
-    is done and pending and end the run (``jump_to="end"``). Stale usage from before a
+    the pinned task + summaries + the kept tail. The run goes on whenever the next call fits
+    the window, even above the trigger; only when even the smallest context cannot fit, or a
+    limit is reached (``max_compactions``, thrash guard), does it append a message saying
+    what is done and pending and end the run (``jump_to="end"``). Stale usage from before a
     compaction never triggers another one.
 
     Args:
@@ -96,7 +98,10 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         summarizer: Defaults to :class:`~langchain_compact.summarizers.ExtractiveSummarizer`
             (offline, deterministic); an LLM summarizer falls back to it on failure.
         archive: Where cleared and compacted originals go before they are replaced; the
-            thread is the run's ``configurable.thread_id``.
+            thread is the run's ``configurable.thread_id``. By default the agent's store
+            (``create_agent(store=...)``) when it has one, else JSONL files under
+            ``config.archive_dir`` (:class:`~langchain_compact.archive.DefaultArchive`);
+            ``None``: nothing is archived.
         model: The agent's chat model, only to read its context window from its profile.
         counter: Local token counter for messages after the newest usage report.
         tools: The agent's tools (their schemas count while no usage report exists yet).
@@ -128,7 +133,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         *,
         config: CompactionConfig | None = None,
         summarizer: Summarizer | None = None,
-        archive: TranscriptArchive | None = None,
+        archive: TranscriptArchive | DefaultArchiveFlag | None = DEFAULT_ARCHIVE,
         model: BaseChatModel | None = None,
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,

@@ -306,6 +306,29 @@ def _observation_lines(text: str) -> list[str]:
 _SECTION_WEIGHTS = [0.5, 0.4, 1.0, 1.0, 1.0]
 
 
+#: Section 1 when the span states no goal or constraint: the task's are in the pinned task
+#: (never "none stated", which a reader takes to mean the task stated none).
+NO_NEW_GOAL = "none beyond the pinned task (its goal and constraints stand)"
+
+#: What a tool's output sent back as a user message looks like: a traceback or error line,
+#: or a text-command agent's observation footer (SWE-agent's "(Open file: ...)").
+_OBSERVATION_RE = re.compile(
+    r"\A\s*(?:Traceback \(most recent call last\)|(?:[A-Za-z]*Error|ERROR|Exception)\b[:\s]"
+    r"|Parameter '[^']+' is |EXECUTION TIMED OUT|Your command ran successfully)"
+    r"|\(Open file: [^)]*\)\s*\(Current directory: [^)]*\)",
+)
+
+
+def _is_observation(text: str, prior: BaseMessage | None) -> bool:
+    """A user message that is a tool's output, not the user's words: it answers tool calls
+    no tool message answered, or it follows an assistant or tool message and reads as a
+    tool's output (:data:`_OBSERVATION_RE`: an error, a text-command agent's observation).
+    Such a message is a fact (section 2), never a goal."""
+    if isinstance(prior, AIMessage) and prior.tool_calls:
+        return True
+    return isinstance(prior, (AIMessage, ToolMessage)) and bool(_OBSERVATION_RE.search(text))
+
+
 class ExtractiveSummarizer:
     """Deterministic summary built from the messages themselves; no LLM.
 
@@ -334,8 +357,10 @@ class ExtractiveSummarizer:
         answered: set[str] = set()
         calls: dict[str, str] = {}
         last_ai = ""
+        previous: BaseMessage | None = None
         for msg in messages:
             text = message_text(msg)
+            prior, previous = previous, msg
             if kind_of(msg) == KIND_SUMMARY:  # merging earlier summaries: keep their bullets
                 merged += 1
                 by_section = _summary_bullets(text)
@@ -349,7 +374,7 @@ class ExtractiveSummarizer:
                 actions.extend(by_section.get("3", []))
                 carried.extend(by_section.get("5", []))
             elif isinstance(msg, HumanMessage):
-                if len(text) > OBSERVATION_CHARS:
+                if len(text) > OBSERVATION_CHARS or _is_observation(text, prior):
                     facts.append(
                         "observation: "
                         + " | ".join(_clip(ln, 200) for ln in _observation_lines(text))
@@ -401,7 +426,7 @@ class ExtractiveSummarizer:
         if cleared:
             carried.append(f"{len(cleared)} tool results had been cleared before this compaction")
         sections: list[tuple[str, list[str]]] = [
-            ("1. Goal and hard constraints", goal or ["no new goal or constraint stated"]),
+            ("1. Goal and hard constraints", goal or [NO_NEW_GOAL]),
             ("2. Confirmed facts and data", facts or ["none recorded"]),
             ("3. Decisions taken and why", actions or ["none recorded"]),
             ("4. Status", status),
@@ -422,7 +447,7 @@ class ExtractiveSummarizer:
 
 
 _FILLER_RE = re.compile(
-    r"unknown \(|none recorded|no new goal or constraint stated"
+    r"unknown \(|none recorded|no new goal or constraint stated|none beyond the pinned task"
     r"|\(\d+ (older entries omitted|more details)"
 )
 _HEADING_RE = re.compile(r"^##\s*(?:(\d)\.|(Supplement))")

@@ -26,6 +26,9 @@ from langchain_compact.tokens import provision_tiktoken_cache
 # whose copies match tiktoken's expected sha256, into a private TIKTOKEN_CACHE_DIR.
 _cache = Path(tempfile.gettempdir()) / "langchain-compact-tests-tiktoken"
 os.environ["TIKTOKEN_CACHE_DIR"] = str(_cache)
+# The default archive (every integration's, when given no archive=) writes JSONL files under
+# LANGCHAIN_COMPACT_ARCHIVE_DIR when set: a temporary folder, never the checkout or the home.
+os.environ["LANGCHAIN_COMPACT_ARCHIVE_DIR"] = tempfile.mkdtemp(prefix="langchain-compact-archive-")
 if provision_tiktoken_cache(_cache) is None:  # pragma: no cover - setup error
     raise RuntimeError(
         "bpe-openai is not installed; install the test extra: pip install -e '.[test]'"

@@ -205,15 +205,20 @@ def _config_table() -> dict[str, str]:
 
 def test_the_configuration_table_lists_every_field_with_the_codes_default() -> None:
     from langchain_compact import CompactionConfig
+    from langchain_compact.config import DEFAULT_ARCHIVE_DIR
 
     rows = _config_table()
     names = [f.name for f in fields(CompactionConfig)]
     assert list(rows) == names, "docs/configuration.md lists the fields in the code's order"
     for f in fields(CompactionConfig):
-        assert f.default is not MISSING, f.name
+        if f.name == "archive_dir":  # a factory: $LANGCHAIN_COMPACT_ARCHIVE_DIR, else .memory
+            default: object = DEFAULT_ARCHIVE_DIR
+        else:
+            assert f.default is not MISSING, f.name
+            default = f.default
         literal = re.match(r"`([^`]*)`", rows[f.name])
         assert literal, f"{f.name}: the default cell starts with a `literal`"
-        assert ast.literal_eval(literal.group(1)) == f.default, f"{f.name}: {rows[f.name]}"
+        assert ast.literal_eval(literal.group(1)) == default, f"{f.name}: {rows[f.name]}"
 
 
 def test_the_reply_reserve_the_configuration_page_states_is_the_budgets() -> None:
@@ -245,27 +250,39 @@ def test_the_defaults_and_demo_the_readme_quotes_are_the_codes() -> None:
 def test_the_archive_defaults_the_readme_states_are_the_codes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Every integration archives by default: the store when it has one, else JSONL files
+    under ``.memory/`` (tests/unit/test_default_archive.py runs each one)."""
     import inspect
 
     from langchain_compact import CompactionConfig, add_compaction, create_compacting_agent
+    from langchain_compact.archive import DefaultArchive
     from langchain_compact.demo import ContextReadingPolicy, DependentTask
-    from langchain_compact.lcel import MessageCompactor
+    from langchain_compact.lcel import MessageCompactor, compact_messages
 
     text = README.read_text(encoding="utf-8")
-    for name in ("add_compaction", "compact_messages", "CompactionMiddleware"):
-        assert re.search(rf"^\| `{name}`[^|\n]*\| none: pass `archive=`", text, re.M), name
-    assert re.search(r"^\| `create_compacting_agent` \| JSONL files under `\.memory/`", text, re.M)
-    assert inspect.signature(add_compaction).parameters["archive"].default is None
+    rows = {
+        "create_compacting_agent": "its `store=`, else JSONL files under `.memory/`",
+        "add_compaction": "the graph's store, else JSONL files under `.memory/`",
+        "compact_messages": "JSONL files under `.memory/`",
+        "CompactionMiddleware": "the agent's store, else JSONL files under `.memory/`",
+    }
+    for name, cell in rows.items():
+        assert re.search(rf"^\| `{name}`[^|\n]*\| {re.escape(cell)} \|", text, re.M), name
+    assert "One setting turns archiving off: `archive=None`" in " ".join(text.split())
+    for entry in (add_compaction, create_compacting_agent, compact_messages):
+        assert inspect.signature(entry).parameters["archive"].default == "default"
+    monkeypatch.delenv("LANGCHAIN_COMPACT_ARCHIVE_DIR")
+    monkeypatch.chdir(tmp_path)  # the default folder: .memory/ in the working directory
     config = CompactionConfig(context_window=4_000)
-    assert MessageCompactor(config=config).archive is None
+    assert config.archive_dir == ".memory"
+    assert isinstance(MessageCompactor(config=config).archive, DefaultArchive)
+    assert MessageCompactor(config=config, archive=None).archive is None
     pytest.importorskip("langchain.agents", reason="the middleware needs the agents extra")
     from langchain_compact.middleware import CompactionMiddleware
 
-    assert inspect.signature(CompactionMiddleware).parameters["archive"].default is None
-
-    monkeypatch.chdir(tmp_path)  # create_compacting_agent: JSONL files under .memory/
+    assert inspect.signature(CompactionMiddleware).parameters["archive"].default == "default"
     task = DependentTask(steps=12)
     agent = create_compacting_agent(ContextReadingPolicy(), task.tools(), config=config)
     run = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
     agent.invoke({"messages": [("user", task.prompt())]}, run)
-    assert any((tmp_path / config.archive_dir).rglob("*.jsonl"))
+    assert any((tmp_path / ".memory").rglob("*.jsonl"))

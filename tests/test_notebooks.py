@@ -310,6 +310,48 @@ def test_committed_key_lines_match_a_fresh_run(path: Path) -> None:
     )
 
 
+def _markdown(nb: nbformat.NotebookNode) -> str:
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+
+
+def _prose_02(nb: nbformat.NotebookNode) -> None:
+    calls, compactions = map(
+        int, _one(r"^(\d+) chain calls, (\d+) compactions$", _text(nb), "").groups()
+    )
+    said = " ".join(_markdown(nb).split())
+    claim = re.search(r"compacted on (\d+) of its (\d+) calls: the other (\d+)", said)
+    assert claim, "the prose no longer states how many calls compacted"
+    assert tuple(map(int, claim.groups())) == (compactions, calls, calls - compactions), (
+        f"the prose says {claim.group(0)!r}; the run printed {calls} calls, {compactions} "
+        "compactions"
+    )
+    assert "every few calls" not in said
+
+
+def _prose_03(nb: nbformat.NotebookNode) -> None:
+    text = _text(nb)
+    # the stop message is printed whole: what blocked, what was done, how to continue
+    _one(r"^How to continue: ", text, "the stop message's way to continue")
+    plot = next(c.source for c in _code_cells(nb) if "def plot(" in c.source)
+    # by default the micro trigger is the trigger: one line, labelled as both
+    assert "trigger = micro trigger" in plot, "the micro trigger line hides under the trigger"
+
+
+PROSE: dict[str, Callable[[nbformat.NotebookNode], None]] = {
+    "02_lcel_preprocessor": _prose_02,
+    "03_tuning_and_inspecting": _prose_03,
+}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_prose_states_what_the_committed_outputs_show(path: Path) -> None:
+    """The numbers and claims the text states are the ones its outputs print (notebook 2
+    said "only one compaction ran every few calls" beside 19 compactions in 41 calls)."""
+    check = PROSE.get(path.stem)
+    if check is not None:
+        check(_committed(path.name))
+
+
 def _coalesce_streams(nb: nbformat.NotebookNode) -> None:
     """Join consecutive chunks of one stream, so the saved file does not depend on how the
     kernel happened to split a cell's output."""

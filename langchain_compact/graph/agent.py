@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.graph import START, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from langchain_compact._defaults import resolve_context_window
+from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag, resolve_context_window
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import Compactor
 from langchain_compact.graph.ondemand import make_compact_tool
@@ -37,7 +37,7 @@ def create_compacting_agent(
     *,
     config: CompactionConfig | None = None,
     summarizer: Summarizer | None = None,
-    archive: TranscriptArchive | None = None,
+    archive: TranscriptArchive | DefaultArchiveFlag | None = DEFAULT_ARCHIVE,
     system_prompt: str | None = None,
     recall_tool: bool = True,
     counter: TokenCounter = approximate_tokens,
@@ -54,9 +54,13 @@ def create_compacting_agent(
         config: Settings; ``context_window`` defaults to ``model.profile``.
         summarizer: Defaults to the extractive summarizer; pass ``LLMSummarizer(model)``
             for LLM summaries.
-        archive: Where originals go; defaults to ``JsonlArchive(config.archive_dir)``.
+        archive: Where originals go. By default the ``store`` when one is given, else JSONL
+            files under ``config.archive_dir`` (``.memory``;
+            :class:`~langchain_compact.archive.DefaultArchive`); ``None``: nothing is
+            archived (and no recall tool is added).
         system_prompt: Prepended to every model call (not stored in the state).
-        recall_tool: Add ``make_recall_tool(archive)`` so the model can read originals back.
+        recall_tool: Add ``make_recall_tool(archive)`` so the model can read originals back
+            (when there is an archive).
         counter: Local token counter.
         checkpointer: Any LangGraph checkpointer (``InMemorySaver``, SQLite, Postgres).
         store: A LangGraph store, passed to ``compile``.
@@ -75,11 +79,10 @@ def create_compacting_agent(
         >>> task.check(out["messages"][-1].content).ok
         True
     """
-    from langchain_compact.archive import JsonlArchive, make_recall_tool
+    from langchain_compact.archive import make_recall_tool, resolve_archive
 
     cfg = config or CompactionConfig()
-    if archive is None and recall_tool:
-        archive = JsonlArchive(cfg.archive_dir)
+    archive = resolve_archive(archive, cfg.archive_dir)  # one object: compaction and recall
     all_tools = list(tools)
     if recall_tool and archive is not None:
         all_tools.append(make_recall_tool(archive))

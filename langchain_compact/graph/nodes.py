@@ -20,7 +20,7 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
-from langchain_compact._defaults import resolve_context_window
+from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag, resolve_context_window
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import Compactor, Turn, thread_id_of
 from langchain_compact.errors import CompactionError, ContextOverflowError, is_provider_overflow
@@ -44,7 +44,10 @@ class CompactionNodes:
     Args:
         config: Settings (``context_window`` must be known; see :func:`resolve_context_window`).
         summarizer: Defaults to :class:`ExtractiveSummarizer` (offline, deterministic).
-        archive: Where cleared and compacted originals go before they are replaced.
+        archive: Where cleared and compacted originals go before they are replaced; by
+            default the run's store when the graph has one, else JSONL files under
+            ``config.archive_dir`` (:class:`~langchain_compact.archive.DefaultArchive`);
+            ``None``: nothing is archived.
         counter: Local token counter for messages after the usage anchor.
         tools: Tool schemas the model is called with (counted when there is no anchor).
         messages_key: State key of the message list.
@@ -57,7 +60,7 @@ class CompactionNodes:
         *,
         config: CompactionConfig,
         summarizer: Summarizer | None = None,
-        archive: TranscriptArchive | None = None,
+        archive: TranscriptArchive | DefaultArchiveFlag | None = DEFAULT_ARCHIVE,
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
         messages_key: str = "messages",

@@ -16,11 +16,11 @@ from langgraph.graph import END, StateGraph
 # fails, naming what changed, when one of these internals moves.
 from langgraph.graph._branch import BranchSpec
 
-from langchain_compact._defaults import resolve_context_window
+from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag, resolve_context_window
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.graph.nodes import CompactionNodes
-from langchain_compact.graph.state import CompactionState
+from langchain_compact.graph.state import compaction_state
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -37,7 +37,7 @@ def add_compaction(
     model_node: str = "agent",
     config: CompactionConfig | None = None,
     summarizer: Summarizer | None = None,
-    archive: TranscriptArchive | None = None,
+    archive: TranscriptArchive | DefaultArchiveFlag | None = DEFAULT_ARCHIVE,
     model: BaseChatModel | None = None,
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
@@ -52,18 +52,22 @@ def add_compaction(
     results, archiving originals), whose conditional edge goes to the model, to
     ``{prefix}_summarize`` (full compaction, then back to the model with
     ``transition="compacted"``) or to ``{prefix}_stop`` (a message to the user, then END).
-    Your nodes are not touched. Add ``make_recall_tool(archive)`` to your tools so the model
-    can read archived originals back. Plain, waiting (``add_edge([a, b], model)``) and
-    conditional edges (with or without a path map, returning a name or a list of names) are
-    redirected; a ``Send`` to the model node or a node returning ``Command(goto=model)`` is
-    not, and reaches the model without compaction.
+    Your nodes are not touched. Add ``make_recall_tool(DefaultArchive())`` (or your own
+    ``archive``) to your tools so the model can read archived originals back. Plain, waiting
+    (``add_edge([a, b], model)``) and conditional edges (with or without a path map,
+    returning a name or a list of names) are redirected; a ``Send`` to the model node or a
+    node returning ``Command(goto=model)`` is not, and reaches the model without compaction.
 
     Args:
         builder: The graph builder, before ``.compile()``.
         model_node: Name of the node that calls the chat model.
         config: Settings; ``context_window`` defaults to ``model.profile``.
         summarizer: Defaults to the extractive summarizer (no LLM).
-        archive: Where originals go before being replaced (e.g. ``JsonlArchive()``).
+        archive: Where originals go before being replaced. By default the graph's store
+            when it is compiled with one (``compile(store=...)``, a LangGraph server), else
+            JSONL files under ``config.archive_dir`` (``.memory``, or
+            ``$LANGCHAIN_COMPACT_ARCHIVE_DIR``): :class:`~langchain_compact.archive.DefaultArchive`.
+            ``None``: nothing is archived.
         model: The chat model, only to read its context window from its profile.
         counter: Local token counter (messages after the last usage report).
         tools: The tools bound to the model (their schemas count toward the context).
@@ -105,6 +109,11 @@ def add_compaction(
         raise ConfigError(
             f"nodes {clash} already exist; call add_compaction once, or pass prefix=."
         )
+    if messages_key not in builder.channels:
+        raise ConfigError(
+            f"the graph state has no {messages_key!r} key (its keys: {sorted(builder.channels)})"
+            "; pass messages_key=<the key of your message list> to add_compaction."
+        )
     cfg = resolve_context_window(config or CompactionConfig(), model)
     nodes = CompactionNodes(
         config=cfg,
@@ -135,10 +144,11 @@ def add_compaction(
             branches[name] = _redirect_branch(spec, model_node, gate)
 
     runnables = nodes.runnables()
+    schema = compaction_state(messages_key)
     if not nodes.core.prepares:  # no summary to prepare (the extractive summarizer is local)
         del names["prepare"]
     for role, node_name in names.items():
-        builder.add_node(node_name, runnables[role], input_schema=CompactionState)
+        builder.add_node(node_name, runnables[role], input_schema=schema)
     ends: dict[Hashable, str] = {
         "continue": model_node,
         "compact": names["summarize"],

@@ -42,7 +42,7 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 # One copy of the server setup, shared with the benchmark scripts (python -m bench...).
-from bench._llama import CHAT_TEMPLATE, LlamaCppChatOpenAI, _free_port
+from bench._llama import CHAT_TEMPLATE, SERVER_TIMEOUT, LlamaCppChatOpenAI, _free_port
 from bench._llama import MODEL_ALIAS as SERVER_MODEL_ALIAS
 from bench._llama import N_CTX as SERVER_N_CTX
 from bench._llama import _ready as _models_ready
@@ -218,8 +218,8 @@ def build_chat_model(
         "model": server.model,
         "temperature": 0,
         "seed": 0,
-        # Prompt evaluation runs at tens of tokens/s on a busy 2-core box.
-        "timeout": 280,
+        # Prompt evaluation runs at tens of tokens/s on a busy 2-core box (LC_SERVER_TIMEOUT).
+        "timeout": SERVER_TIMEOUT,
         "max_retries": 0,
         # Ask for usage on streams too (stream_options.include_usage). This server ignores
         # it: streamed responses carry NO usage (see test_real_server.py).

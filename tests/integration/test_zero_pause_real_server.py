@@ -36,7 +36,12 @@ def _run(server: Any, *, prepare: bool) -> tuple[list[dict[str, Any]], bool]:
         ContextReadingPolicy(),
         task.tools(),
         config=CompactionConfig(
-            context_window=WINDOW, summary_max_tokens=SUMMARY_TOKENS, prepare=prepare
+            context_window=WINDOW,
+            summary_max_tokens=SUMMARY_TOKENS,
+            prepare=prepare,
+            # a loaded 2-core machine takes minutes per call; the default 120 s would fall
+            # back to the extractive summary and measure nothing
+            summarizer_timeout=_llama.SERVER_TIMEOUT,
         ),
         summarizer=LLMSummarizer(model),
         checkpointer=InMemorySaver(),

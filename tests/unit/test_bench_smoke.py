@@ -113,6 +113,9 @@ def test_quick_run_reports_the_do_no_harm_columns(quick_run: tuple[dict, Path]) 
             assert a["stopped_next_fits"] <= a["stopped_runs"]
             assert a["stopped_before_first_call"] <= a["stopped_runs"]
             assert a["task_head_tail_kept"] <= a["runs_with_calls"] <= a["runs"]
+            assert 0 <= a["grown_compactions"] <= a["compactions"]
+            if name.startswith("ours"):  # issue 20: never larger than it found it
+                assert a["grown_compactions"] == 0, (name, a["grown_compactions"])
     assert set(results["scenario"]["kinds"]) == {"dense", "log"}
     for per in results["scenario"]["kinds"].values():
         assert all(a["model_calls"] > 0 for a in per["systems"].values())
@@ -121,7 +124,8 @@ def test_quick_run_reports_the_do_no_harm_columns(quick_run: tuple[dict, Path]) 
         assert {a["results"] for a in per.values()} in ({1}, {6})
     text = readme_section(results)
     md = (out / "latest.md").read_text(encoding="utf-8")
-    for needle in ("Do no harm", "hidden / fresh", "next call fits", "12-turn", "tool results"):
+    needles = ("Do no harm", "hidden / fresh", "next call fits", "12-turn", "tool results")
+    for needle in (*needles, "grew the context / compactions"):
         assert needle in text and needle in md
 
 

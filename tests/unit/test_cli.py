@@ -864,3 +864,26 @@ def test_compact_reads_stdin(
     code, _, err = run(capsys, *argv)
     limit = "<stdin> holds more than the input limit of 100 bytes"
     assert_one_line_error(code, err, limit, "--max-input-bytes")
+
+
+@pytest.mark.parametrize("repair", [False, True], ids=["plain", "repair"])
+def test_compact_on_every_transcript_is_quiet_and_reads_the_originals(
+    repair: bool,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 20: ``compact`` on each shipped transcript writes nothing to stderr, and its
+    summarizer reads the staged archive (it once logged 'could not read archived originals
+    ...: No archive record ... for thread ...'); ``--repair`` logs no unprefixed duplicate."""
+    paths = sorted(TRAJECTORY_DIR.glob("*.jsonl"))
+    assert paths
+    caplog.set_level("WARNING", logger="langchain_compact")
+    for path in paths:
+        argv = ["compact", path, "-o", tmp_path / f"{path.stem}.jsonl"]
+        argv += ["--archive", tmp_path / "archive", *(["--repair"] if repair else [])]
+        code, _out, err = run(capsys, *argv)
+        assert code == 0, (path.name, err)
+        assert err == "", (path.name, err)
+    unread = [r.getMessage() for r in caplog.records if "could not read" in r.getMessage()]
+    assert unread == []

@@ -150,7 +150,10 @@ def test_exp06_compaction_triggers_on_reported_usage_not_the_local_estimate() ->
     assert earlier and all(
         context_tokens(h) < trigger or decide(h, config=config).reason == waited for h in earlier
     )
-    assert run.compactions[0]["tokens_before"] == context_tokens(first)
+    # the first compaction node ran there (applied, or not applied because it would not
+    # have shrunk the context), judging the usage-anchored size
+    attempts = [e for e in run.events if e.get("event") in ("compaction", "compaction_skipped")]
+    assert attempts[0]["tokens_before"] == context_tokens(first)
 
 
 # --------------------------------------------------------------------------- exp. 08

@@ -46,7 +46,7 @@ def agent_for(
 ) -> Any:
     config = kwargs.pop("config", CompactionConfig(context_window=WINDOW, **FULL))
     middleware = CompactionMiddleware(config=config, tools=task.tools(), **kwargs)
-    checkpointer = InMemorySaver() if "archive" in kwargs else None
+    checkpointer = InMemorySaver() if kwargs.get("archive") is not None else None
     return create_agent(
         model=policy or ContextReadingPolicy(),
         tools=task.tools(),
@@ -117,13 +117,14 @@ def test_dependent_task_finishes_with_compactions_pinned_task_and_first_summary(
 
 def test_same_compactions_and_final_history_as_the_graph_version() -> None:
     task = DependentTask(steps=14)
-    state, events = run(agent_for(task), task)
+    # no archive on either side: archive refs carry their write time
+    state, events = run(agent_for(task, archive=None), task)
 
     graph = create_compacting_agent(
         ContextReadingPolicy(),
         task.tools(),
         config=CompactionConfig(context_window=WINDOW, **FULL),
-        recall_tool=False,
+        archive=None,
     )
     graph_state, graph_events = run(graph, task)
 
@@ -136,14 +137,14 @@ async def test_ainvoke_gives_the_same_final_messages_as_invoke(
 ) -> None:
     task = DependentTask(steps=14)
     inputs = {"messages": [HumanMessage(task.prompt())]}
-    sync = agent_for(task).invoke(inputs, RUN)
+    sync = agent_for(task, archive=None).invoke(inputs, RUN)  # refs carry their write time
 
     def sync_io(*args: Any) -> Any:
         raise AssertionError("ainvoke used a sync node body")
 
     monkeypatch.setattr(CompactionNodes, "micro", sync_io)
     monkeypatch.setattr(CompactionNodes, "summarize", sync_io)
-    async_ = await agent_for(task).ainvoke(inputs, RUN)
+    async_ = await agent_for(task, archive=None).ainvoke(inputs, RUN)
     assert shape(async_["messages"]) == shape(sync["messages"])
     assert async_["compaction_count"] == sync["compaction_count"] >= 2
     assert task.check(async_["messages"][-1].text).ok

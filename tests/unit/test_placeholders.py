@@ -23,13 +23,12 @@ from langchain_compact.microcompact import clear_tool_results, truncate_large_to
 
 PINNED = {
     "DEFAULT_PLACEHOLDER": (
-        "[tool result cleared to save context: {name} returned {chars} characters "
-        "(~{tokens} tokens). The full text is archived: call "
-        'recall_archived(tool_call_id="{tool_call_id}") to read it again.]'
+        "[tool result cleared to save context: {name} returned {chars} characters. The full "
+        'text is archived: call recall_archived(tool_call_id="{tool_call_id}") to read it again.]'
     ),
     "UNARCHIVED_PLACEHOLDER": (
-        "[tool result cleared to save context: {name} returned {chars} characters "
-        "(~{tokens} tokens). It was not archived; call the tool again if you need it.]"
+        "[tool result cleared to save context: {name} returned {chars} characters. It was "
+        "not archived; call the tool again if you need it.]"
     ),
     "FACTS_MARK": "\nfacts kept: ",
     "DEFAULT_TRUNCATION_NOTICE": (
@@ -99,20 +98,16 @@ FACTS = st.lists(
 )
 
 
-@given(name=NAMES, chars=SIZES, tokens=SIZES, call_id=IDS, archived=st.booleans(), facts=FACTS)
+@given(name=NAMES, chars=SIZES, call_id=IDS, archived=st.booleans(), facts=FACTS)
 def test_a_placeholder_parses_back_to_its_fields(
-    name: str, chars: int, tokens: int, call_id: str, archived: bool, facts: list[str]
+    name: str, chars: int, call_id: str, archived: bool, facts: list[str]
 ) -> None:
     text = ph.append_facts(
-        ph.cleared_text(
-            name=name, chars=chars, tokens=tokens, tool_call_id=call_id, archived=archived
-        ),
-        facts,
+        ph.cleared_text(name=name, chars=chars, tool_call_id=call_id, archived=archived), facts
     )
     assert ph.parse_cleared(text) == ph.Cleared(
         name=name,
         chars=chars,
-        tokens=tokens,
         tool_call_id=call_id if archived else None,
         archived=archived,
         facts=tuple(facts),
@@ -236,6 +231,30 @@ def test_what_clearing_writes_parses_back_to_the_message(archived: bool) -> None
         assert parsed.name == "build" and parsed.chars == len(text)
         assert parsed.tool_call_id == (msg.tool_call_id if archived else None)
         assert "RESULT step=3 value=42" in parsed.facts
+
+
+def test_a_placeholder_states_the_originals_size_in_one_unit() -> None:
+    """Issue 20: a result cut to a digest, then cleared, once read "returned 2962 characters
+    (~156 tokens)": the original's characters beside the digest's tokens. The placeholder
+    now states the original's characters only; an exported old one still parses."""
+    text = "\n".join(f"line {n}: all good, value={n * 7}" for n in range(400))
+    msgs = [m for i in range(4) for m in _round(i, text, name="log")]
+    cut = truncate_large_tool_results(msgs, max_chars=5_000)
+    assert get_meta(cut[1]).get("original_chars") == len(text)
+    out = clear_tool_results(cut, keep=1)
+    cleared = [m for m in out if get_meta(m).get("kind") == "cleared"]
+    assert cleared
+    for msg in cleared:
+        head = str(msg.content).partition(ph.FACTS_MARK)[0]
+        assert f"returned {len(text)} characters." in head
+        assert "token" not in head
+        parsed = ph.parse_cleared(str(msg.content))
+        assert parsed is not None and parsed.chars == len(text)
+    old = (
+        "[tool result cleared to save context: ls returned 2962 characters (~156 tokens). "
+        'The full text is archived: call recall_archived(tool_call_id="c1") to read it again.]'
+    )
+    assert ph.parse_cleared(old) == ph.Cleared("ls", 2962, "c1", True, ())
 
 
 def test_what_truncation_writes_parses_back_to_the_message() -> None:
