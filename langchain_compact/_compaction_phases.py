@@ -550,9 +550,10 @@ def count_precisely(draft: _Draft) -> bool:
     history, does not depend on the mix. Results cleared since the report are credited as
     tiktoken counts them (``saved_precise``; ``tokens._tiktoken_credit``). It costs one
     tiktoken pass over the messages not counted before (cached per text). Skipped when the
-    caller counts with tiktoken already, when the encoding cannot be loaded here, or when
-    no usage report describes the history (nothing to calibrate against). Without
-    ``calibrate`` (the reports describe another list) tiktoken's count is taken as it is.
+    caller counts with tiktoken already or when the encoding cannot be loaded here. Without
+    a usage report that describes the history (none yet, or ``calibrate`` off: the reports
+    describe another list) tiktoken's count is taken as it is: the estimate errs high by
+    design, and what the compaction cuts as its last resort must not follow from that.
     Returns whether the draft now counts precisely."""
     if draft.units is not None or isinstance(draft.counter, TiktokenCounter):
         return False
@@ -562,10 +563,10 @@ def count_precisely(draft: _Draft) -> bool:
     job = draft.job
     tools = job.tools
     measured = (
-        calibration(job.messages, counter=precise, tools=tools) if job.calibrate else (1.0, 0)
+        calibration(job.messages, counter=precise, tools=tools) if job.calibrate else None
     )
-    if measured is None:
-        return False
+    if measured is None:  # no report describes the history: tiktoken's count as it is
+        measured = (1.0, 0)
     draft.units = (draft.counter, draft.extra)
     draft.counter = precise
     draft.extra = precise.count_tools(tools) if tools else 0
