@@ -202,6 +202,61 @@ def turns_bench(turns: int, chars: int = 50_000, model_ms: float = 20.0) -> dict
     }
 
 
+def merge_bench(
+    turns: int = 160, window: int = 6_000, latency: float = 0.1, result_chars: int = 1_200
+) -> dict[str, Any]:
+    """The pause at the trigger of compactions that merge earlier summaries, beside those
+    that do not, with an LLM summarizer (a chat model that sleeps ``latency`` seconds per
+    call) and preparing on: the prepare node runs beside the model call (untimed, as in
+    ``turns``), the pause is the timed turn (micro, route, the compaction). Tool results of
+    ``result_chars`` characters, each with a ``key = value`` fact, in a ``window``-token
+    window, so compactions come every few turns and the summaries soon pass their budget."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from bench._pause_models import SleepySummarizer
+    from langchain_compact import CompactionConfig, CompactionNodes, LLMSummarizer
+
+    rng = random.Random(11)
+    run = _Run(window)
+    run.nodes = CompactionNodes(
+        config=CompactionConfig(context_window=window, prepare=True, micro_exclude_tools=("f",)),
+        summarizer=LLMSummarizer(SleepySummarizer(latency=latency)),
+    )
+    run.add([HumanMessage("Fetch every page; report every value.", id="task")])
+    plain: list[float] = []
+    merged: list[float] = []
+    unprepared = 0
+    facts: list[str] = []
+    for t in range(turns):
+        call = {"name": "f", "args": {"page": t}, "id": f"c{t}"}
+        facts.append(f"value_{t} = {rng.randint(10**5, 10**6)}")
+        text = facts[-1] + "\n" + _log_text(rng, result_chars, t)
+        run.add([AIMessage("", tool_calls=[call], id=f"a{t}")])
+        run.add([ToolMessage(text, tool_call_id=f"c{t}", name="f", id=f"r{t}")])
+        before = run.state.get("last_compaction")
+        seconds, compacted = run.turn()
+        report = run.state.get("last_compaction")
+        if compacted and report is not None and report is not before:
+            (merged if report.get("merged_summaries") else plain).append(seconds)
+            unprepared += not report.get("prepared")
+
+    def ms(xs: list[float], q: Callable[[list[float]], float]) -> float | None:
+        return round(q(xs) * 1e3, 1) if xs else None
+
+    return {
+        "turns": turns,
+        "window": window,
+        "summarizer_latency_ms": round(latency * 1e3),
+        "compactions": len(plain) + len(merged),
+        "unprepared": unprepared,
+        "merges": len(merged),
+        # values still stated in the final history (the summaries, merged or not, included)
+        "facts_kept": sum(f in "\n".join(m.text for m in run.state["messages"]) for f in facts),
+        "compaction_pause_ms": {"median": ms(plain, statistics.median), "max": ms(plain, max)},
+        "merge_pause_ms": {"median": ms(merged, statistics.median), "max": ms(merged, max)},
+    }
+
+
 def decision_bench(history: list[Any], sizes: Sequence[int], calls: int = 12) -> dict[str, Any]:
     """Median per-turn decision at each size, the model reporting no usage."""
     from langchain_core.messages import AIMessage

@@ -10,11 +10,9 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
-from langchain_core.messages import HumanMessage
-
 from langchain_compact._placeholders import FACTS_MARK, append_facts, kept_facts
 from langchain_compact._render import word_prefix
-from langchain_compact.tokens import PRECOUNT_HOOKS, approximate_tokens
+from langchain_compact.tokens import PRECOUNT_HOOKS, approx_text
 
 __all__ = [
     "CONSTRAINT_RE",
@@ -363,6 +361,11 @@ def unlabel(line: str) -> str:
     return line
 
 
+#: Joins the kept lines of one rank in :func:`condense_summary` (a line break: no line of
+#: ``splitlines`` holds one).
+_APART = "\n"
+
+
 def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = None) -> str:
     r"""A merged summary, dense: one line per fact, within ``max_tokens``.
 
@@ -401,24 +404,26 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
     # its own line: those go first when the bound is tight, and would take it along.
     newest = {t: i for i, (h, t) in enumerate(entries) if not h}
     keep = {i for i, (h, t) in enumerate(entries) if h or newest[t] == i}
-    kept_texts: list[tuple[str, int]] = []
+    ranks = {t: _rank(t) for h, t in entries if not h}
+    # The kept lines of each rank, joined by a character no line holds, so "a longer kept
+    # line of the same rank or better holds it" is one substring search per rank.
+    kept = ["", "", "", ""]
     for i in sorted((i for i in keep if not entries[i][0]), key=lambda i: -len(entries[i][1])):
         line = entries[i][1]
-        rank = _rank(line)
-        if len(line) >= 8 and any(line in other and r <= rank for other, r in kept_texts):
+        rank = ranks[line]
+        if len(line) >= 8 and any(line in kept[r] for r in range(rank + 1)):
             keep.discard(i)
         else:
-            kept_texts.append((line, rank))
-    overhead = approximate_tokens([HumanMessage("")])
-    cost = {i: approximate_tokens([HumanMessage(f"- {entries[i][1]}")]) - overhead for i in keep}
-    total = approximate_tokens([HumanMessage("")]) - overhead
-    total += sum(cost[i] for i in keep if not entries[i][0])
+            kept[rank] += _APART + line
+    # A line's cost: what it adds to a message (the message's own overhead cancels out).
+    cost = {i: approx_text(f"- {entries[i][1]}") for i in keep}
+    total = sum(cost[i] for i in keep if not entries[i][0])
     total += sum(len(entries[i][1]) // 3 + 1 for i in keep if entries[i][0])
     dropped = 0
-    order = sorted((i for i in keep if not entries[i][0]), key=lambda i: (-_rank(entries[i][1]), i))
+    order = sorted((i for i in keep if not entries[i][0]), key=lambda i: (-ranks[entries[i][1]], i))
     soft = max_tokens if soft_tokens is None else min(soft_tokens, max_tokens)
     for i in order:
-        rank = _rank(entries[i][1])
+        rank = ranks[entries[i][1]]
         # key = value facts (the values a task computed) go only over the bound, as the
         # docstring says: kept to halfway between the soft bound and the bound, a dense merge
         # of a 60-step task's values in a 4,000-token window (~600 tokens of them, ~545 to
