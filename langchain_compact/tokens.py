@@ -140,12 +140,18 @@ def _text_key(text: str) -> tuple[int, int]:
 
 _APPROX_TEXT_CACHE: dict[tuple[int, int], int] = {}
 _APPROX_TEXT_LIMIT = 65_536
+#: Texts shorter than this are counted again rather than cached (a few microseconds): the
+#: ids, names and arguments of every new message would otherwise add entries on every turn
+#: of a long run, and each message's total is cached anyway.
+UNCACHED_BELOW = 128
 
 
 def approx_text(text: str) -> int:
     """Approximate tokens of one text (CJK characters weigh more than others; cached)."""
     if not text:
         return 0
+    if len(text) < UNCACHED_BELOW:
+        return _pieces(text)
     key = _text_key(text)
     cached = _APPROX_TEXT_CACHE.get(key)
     if cached is not None:
@@ -404,6 +410,11 @@ class TiktokenCounter:
         """Tokens in one text (cached)."""
         if not text:
             return 0
+        if len(text) < UNCACHED_BELOW:
+            encoder = self._load()
+            if encoder is None:
+                return approx_text(text)
+            return len(encoder.encode(text, disallowed_special=()))
         key = _text_key(text)
         cached = self._cache.get(key)
         if cached is not None:

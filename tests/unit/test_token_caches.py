@@ -124,7 +124,8 @@ def test_recounting_a_history_scans_only_new_messages(monkeypatch: pytest.Monkey
 def test_text_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens_module, "_APPROX_TEXT_LIMIT", 8)
     counter = TiktokenCounter(max_cache_entries=8)
-    texts = [f"text number {n}" for n in range(50)]
+    # Long enough to be cached (shorter texts are counted again, never stored).
+    texts = [f"text number {n} " + "word " * tokens_module.UNCACHED_BELOW for n in range(50)]
     for text in texts:
         assert tokens_module.approx_text(text) > 0
         counter.count_text(text)
@@ -133,6 +134,11 @@ def test_text_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # Counts stay exact after evictions.
     fresh = TiktokenCounter()
     assert [counter.count_text(t) for t in texts] == [fresh.count_text(t) for t in texts]
+    tokens_module._APPROX_TEXT_CACHE.clear()
+    short = TiktokenCounter()
+    assert tokens_module.approx_text("a short id_123") == tokens_module._estimate("a short id_123")
+    assert short.count_text("a short id_123") > 0
+    assert not tokens_module._APPROX_TEXT_CACHE and not short._cache
 
 
 def test_memory_bench_runs_and_reports_rss(tmp_path: Path) -> None:
