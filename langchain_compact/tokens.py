@@ -138,8 +138,75 @@ def _text_key(text: str) -> tuple[int, int]:
     return len(text), hash(text)
 
 
-_APPROX_TEXT_CACHE: dict[tuple[int, int], int] = {}
-_APPROX_TEXT_LIMIT = 65_536
+class Generations(dict[Any, int]):
+    """A count cache in two generations, so a long run keeps the counts it still reads and
+    no others: this dict is the young generation, :attr:`old` the previous one; a hit in
+    the old one moves the entry back to the young one. When the young one is full
+    (:meth:`rotate`) it becomes the old one and the previous old one goes, so the counts of
+    messages and texts no history holds any more are dropped after two generations and
+    the cache stops growing (it holds at most two generations), while a history that is
+    counted on every turn keeps its entries young."""
+
+    __slots__ = ("old",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.old: dict[Any, int] = {}
+
+    def get(self, key: Any, default: int | None = None) -> int | None:  # type: ignore[override]
+        value = dict.get(self, key)
+        if value is None:
+            value = self.old.pop(key, None)
+            if value is None:
+                return default
+            self[key] = value
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self.old
+
+    def rotate(self) -> None:
+        """The young generation becomes the old one; the old one goes."""
+        self.old = dict(self)
+        dict.clear(self)
+
+    def clear(self) -> None:
+        dict.clear(self)
+        self.old = {}
+
+
+def _make_room(cache: dict[Any, int], limit: int) -> None:
+    """Before an insert: a full cache rotates its generations (a plain dict is emptied)."""
+    if len(cache) >= limit:
+        if isinstance(cache, Generations):
+            cache.rotate()
+        else:
+            cache.clear()
+
+
+def generation_size(history: int, *, least: int = 4_096, most: int = 200_000) -> int:
+    """Entries per generation of a count cache that must hold a history of ``history``
+    messages whole (two entries a message, to spare): ``least`` for the short histories of
+    a long agent run, so its caches soon stop growing, up to ``most``."""
+    return max(least, min(most, 2 * history))
+
+
+_APPROX_TEXT_CACHE = Generations()
+#: Entries per generation of the approximate counts (texts; messages below). They grow
+#: with the longest history counted (:func:`_hold`), never shrink.
+_APPROX_TEXT_LIMIT = 4_096
+_APPROX_LIMIT = 4_096
+
+
+def _hold(history: int) -> None:
+    """Size the approximate count caches' generations for a history of ``history``."""
+    global _APPROX_LIMIT, _APPROX_TEXT_LIMIT
+    size = generation_size(history)
+    if size > _APPROX_LIMIT:
+        _APPROX_LIMIT = size
+        _APPROX_TEXT_LIMIT = max(_APPROX_TEXT_LIMIT, size)
+
+
 #: Texts shorter than this are counted again rather than cached (a few microseconds): the
 #: ids, names and arguments of every new message would otherwise add entries on every turn
 #: of a long run, and each message's total is cached anyway.
@@ -157,8 +224,7 @@ def approx_text(text: str) -> int:
     if cached is not None:
         return cached
     n = _estimate(text)
-    if len(_APPROX_TEXT_CACHE) >= _APPROX_TEXT_LIMIT:
-        _APPROX_TEXT_CACHE.clear()
+    _make_room(_APPROX_TEXT_CACHE, _APPROX_TEXT_LIMIT)
     _APPROX_TEXT_CACHE[key] = n
     return n
 
@@ -247,14 +313,15 @@ def approximate_tokens(
         True
     """
     total = 0
+    _hold(len(messages))
     for i, raw in enumerate(messages):
-        total += _cached_count(check_message(raw, i), _APPROX_CACHE, 200_000, approx_text)
+        total += _cached_count(check_message(raw, i), _APPROX_CACHE, _APPROX_LIMIT, approx_text)
     if tools:
         total += approx_text(_tools_text(tools))
     return total + (TOKENS_REPLY_PRIMING if messages else 0)
 
 
-_APPROX_CACHE: dict[tuple[Any, ...], int] = {}
+_APPROX_CACHE = Generations()
 
 
 def _args_size(args: Any) -> int:
@@ -297,8 +364,7 @@ def _cached_count(
     texts, fixed = _message_parts(message)
     n = TOKENS_PER_MESSAGE + fixed + sum(count_text(t) for t in texts)
     if key is not None:
-        if len(cache) >= limit:
-            cache.clear()
+        _make_room(cache, limit)
         cache[key] = n
     return n
 
@@ -335,7 +401,8 @@ class TiktokenCounter:
         model: Model name used to pick the encoding (``tiktoken.encoding_for_model``).
         encoding: Encoding name; overrides ``model`` (e.g. ``"cl100k_base"``).
         tools: Tool schemas (``BaseTool``, dicts or callables) counted on every call.
-        max_cache_entries: Cache bound; the cache is cleared when it is exceeded.
+        max_cache_entries: Entries per generation of each count cache (see
+            :class:`Generations`: at most two generations are kept).
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -355,8 +422,10 @@ class TiktokenCounter:
         self.model = model
         self.encoding_name = encoding
         self.max_cache_entries = max_cache_entries
-        self._cache: dict[tuple[int, int], int] = {}
-        self._message_cache: dict[tuple[Any, ...], int] = {}
+        # Entries per generation: enough for the longest history counted, at most the bound.
+        self._generation = generation_size(0, least=min(4_096, max_cache_entries))
+        self._cache = Generations()
+        self._message_cache = Generations()
         self._encoder: Any = None
         self._fallback = False
         self._lock = threading.Lock()
@@ -425,8 +494,7 @@ class TiktokenCounter:
             if encoder is None
             else len(encoder.encode(text, disallowed_special=()))
         )
-        if len(self._cache) >= self.max_cache_entries:
-            self._cache.clear()
+        _make_room(self._cache, self._generation)
         self._cache[key] = n
         return n
 
@@ -435,10 +503,16 @@ class TiktokenCounter:
         return self.count_text(_tools_text(tools))
 
     def _count_message(self, message: BaseMessage) -> int:
-        return _cached_count(message, self._message_cache, self.max_cache_entries, self.count_text)
+        return _cached_count(message, self._message_cache, self._generation, self.count_text)
+
+    def _hold(self, history: int) -> None:
+        least = min(4_096, self.max_cache_entries)
+        size = generation_size(history, least=least, most=self.max_cache_entries)
+        self._generation = max(self._generation, size)
 
     def count_messages(self, messages: Sequence[BaseMessage]) -> int:
         """Tokens of ``messages`` alone (without the tool schemas given at construction)."""
+        self._hold(len(messages))
         total = sum(self._count_message(check_message(m, i)) for i, m in enumerate(messages))
         return total + (TOKENS_REPLY_PRIMING if messages else 0)
 
@@ -466,7 +540,7 @@ def precise_counter() -> TiktokenCounter | None:
         return _precise[0]
     with _precise_lock:
         if not _precise:
-            counter = TiktokenCounter(encoding="o200k_base")
+            counter = TiktokenCounter(encoding="o200k_base", max_cache_entries=4_096)
             warned = _warned_fallback
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", TokenizerUnavailableWarning)
@@ -646,7 +720,7 @@ def context_tokens(
 
 
 def _approx_message(message: BaseMessage) -> int:
-    return _cached_count(message, _APPROX_CACHE, 200_000, approx_text)
+    return _cached_count(message, _APPROX_CACHE, _APPROX_LIMIT, approx_text)
 
 
 def _running_count(
@@ -660,8 +734,10 @@ def _running_count(
     per_message: Callable[[BaseMessage], int]
     if counter is approximate_tokens:
         per_message, extra = _approx_message, 0
+        _hold(len(messages))
     elif type(counter) is TiktokenCounter:
         per_message, extra = counter._count_message, counter._tools_tokens
+        counter._hold(len(messages))
     else:
         return None
     if facts is None or facts.length != len(messages) or not messages:
