@@ -184,7 +184,11 @@ def _make_room(cache: dict[Any, int], limit: int) -> None:
             cache.clear()
 
 
-def generation_size(history: int, *, least: int = 4_096, most: int = 200_000) -> int:
+#: Entries per generation of a count cache at least (a long agent run's short histories).
+GENERATION_LEAST = 1_024
+
+
+def generation_size(history: int, *, least: int = GENERATION_LEAST, most: int = 200_000) -> int:
     """Entries per generation of a count cache that must hold a history of ``history``
     messages whole (two entries a message, to spare): ``least`` for the short histories of
     a long agent run, so its caches soon stop growing, up to ``most``."""
@@ -194,8 +198,8 @@ def generation_size(history: int, *, least: int = 4_096, most: int = 200_000) ->
 _APPROX_TEXT_CACHE = Generations()
 #: Entries per generation of the approximate counts (texts; messages below). They grow
 #: with the longest history counted (:func:`_hold`), never shrink.
-_APPROX_TEXT_LIMIT = 4_096
-_APPROX_LIMIT = 4_096
+_APPROX_TEXT_LIMIT = GENERATION_LEAST
+_APPROX_LIMIT = GENERATION_LEAST
 
 
 def _hold(history: int) -> None:
@@ -423,7 +427,7 @@ class TiktokenCounter:
         self.encoding_name = encoding
         self.max_cache_entries = max_cache_entries
         # Entries per generation: enough for the longest history counted, at most the bound.
-        self._generation = generation_size(0, least=min(4_096, max_cache_entries))
+        self._generation = generation_size(0, least=min(GENERATION_LEAST, max_cache_entries))
         self._cache = Generations()
         self._message_cache = Generations()
         self._encoder: Any = None
@@ -506,7 +510,7 @@ class TiktokenCounter:
         return _cached_count(message, self._message_cache, self._generation, self.count_text)
 
     def _hold(self, history: int) -> None:
-        least = min(4_096, self.max_cache_entries)
+        least = min(GENERATION_LEAST, self.max_cache_entries)
         size = generation_size(history, least=least, most=self.max_cache_entries)
         self._generation = max(self._generation, size)
 
