@@ -591,6 +591,9 @@ class _JoinedSummaries:
     other, condensed to the bound (:func:`~langchain_compact._facts.condense_summary`:
     duplicates and lines a longer one states go, then the oldest calls and log lines)."""
 
+    _local = True
+    """Local, linear and deterministic: run without a timeout (no worker thread)."""
+
     def summarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:
         texts = (message_text(m) for m in messages)
         bodies = (t.partition("\n")[2] if is_summary_text(t) else t for t in texts)

@@ -150,3 +150,29 @@ def test_memory_bench_runs_and_reports_rss(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["turns"] == 12 and [s["turn"] for s in result["samples"]] == [1, 5, 10, 12]
     assert result["rss_end_mb"] > 0 and result["token_cache_entries"]["messages"] > 0
+
+
+def test_count_caches_drop_what_no_history_holds_and_keep_what_is_read() -> None:
+    """Two generations: a read entry moves back to the young one, an unread one goes after
+    two rotations, so a long run's cache holds at most two generations."""
+    cache = tokens_module.Generations()
+    for n in range(10):
+        tokens_module._make_room(cache, 4)
+        cache[("dead", n)] = n
+        cache.get(("live", 0)) or cache.__setitem__(("live", 0), 7)  # read on every turn
+    assert cache.get(("live", 0)) == 7 and ("live", 0) in cache
+    assert ("dead", 0) not in cache and cache.get(("dead", 0)) is None
+    assert len(cache) + len(cache.old) <= 8
+    cache.clear()
+    assert not cache and not cache.old
+
+
+def test_count_cache_generations_grow_with_the_longest_history() -> None:
+    assert tokens_module.generation_size(10) == tokens_module.GENERATION_LEAST
+    assert tokens_module.generation_size(50_000) == 100_000
+    assert tokens_module.generation_size(10**7) == 200_000
+    counter = TiktokenCounter(max_cache_entries=50_000)
+    counter._hold(5_000)
+    assert counter._generation == 10_000
+    counter._hold(10)
+    assert counter._generation == 10_000  # never shrinks
