@@ -14,6 +14,7 @@ Three pieces:
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import hashlib
 import json
@@ -211,10 +212,16 @@ def _hold(history: int) -> None:
         _APPROX_TEXT_LIMIT = max(_APPROX_TEXT_LIMIT, size)
 
 
-#: Texts shorter than this are counted again rather than cached (a few microseconds): the
-#: ids, names and arguments of every new message would otherwise add entries on every turn
-#: of a long run, and each message's total is cached anyway.
+#: Texts shorter than this stay out of the text caches: the ids, names and arguments of
+#: every new message would otherwise add entries on every turn of a long run, and each
+#: message's total is cached anyway. Their approximate counts go through a small LRU cache
+#: instead (roles and tool names recur on every message of a long history).
 UNCACHED_BELOW = 128
+
+
+@functools.lru_cache(maxsize=4_096)
+def _short_pieces(text: str) -> int:
+    return _pieces(text)
 
 
 def approx_text(text: str) -> int:
@@ -222,7 +229,7 @@ def approx_text(text: str) -> int:
     if not text:
         return 0
     if len(text) < UNCACHED_BELOW:
-        return _pieces(text)
+        return _short_pieces(text)
     key = _text_key(text)
     cached = _APPROX_TEXT_CACHE.get(key)
     if cached is not None:
