@@ -6,10 +6,14 @@ Measures, on today's code:
   log on every turn (``CompactionNodes.micro`` + ``route`` as ``add_compaction`` wires them,
   the extractive summarizer, no usage reports): the 50th / 90th / 99th percentile and the
   slowest ordinary turn (no full compaction). Run first, before anything else in the
-  process has loaded a tokenizer. The model call between two turns is a 20 ms pause (a
-  real one takes longer), so the first clearing comes about ten turns (0.2 s) after the
-  compactor is built: the slowest turn includes whatever loading of the tokenizer is
-  still under way then.
+  process has loaded a tokenizer: the first turn waits for the load the compactor started
+  when it was built (so the slowest turn is that one), and no later turn loads anything.
+  The model call between two turns is a 20 ms pause (a real one takes longer).
+  ``ordinary_cpu_ms``: the same turns' CPU time on the turn's thread (``time.thread_time``),
+  which a loaded machine does not inflate.
+* ``merge``: :func:`merge_bench`, the pause at the trigger of compactions that merge earlier
+  summaries beside those that do not (an LLM summarizer sleeping 0.1 s per call, preparing
+  on).
 * ``decision``: the per-turn decision (``micro`` + ``route``) on histories of 150 / 2,000 /
   10,000 messages whose model reports no usage (everything is counted locally), median of 12
   turns each.
@@ -148,12 +152,17 @@ class _Run:
             else:
                 self.state[key] = value
 
+    cpu: float = 0.0
+    """CPU seconds of the last turn's decision on this thread (``time.thread_time``: the
+    machine's other load and the package's own background threads left out)."""
+
     def turn(self) -> tuple[float, bool]:
         """The decision before one model call: (seconds, whether a full compaction ran)."""
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         self._apply(self.nodes.micro(self.state, _RUN))
         route = self.nodes.route(self.state)
         seconds = time.perf_counter() - start
+        self.cpu = time.thread_time() - cpu
         if isinstance(route, list):  # the prepare node runs beside the model call: untimed
             self._apply(self.nodes.prepare(self.state, _RUN))
             route = "continue"
@@ -177,6 +186,7 @@ def turns_bench(turns: int, chars: int = 50_000, model_ms: float = 20.0) -> dict
     run = _Run(window=200_000)
     run.add([HumanMessage("Fetch every page and report the step values.", id="task")])
     ordinary: list[float] = []
+    ordinary_cpu: list[float] = []
     compactions: list[float] = []
     for t in range(turns):
         call = {"name": "fetch", "args": {"page": t}, "id": f"call_{t}"}
@@ -186,7 +196,10 @@ def turns_bench(turns: int, chars: int = 50_000, model_ms: float = 20.0) -> dict
         seconds, compacted = run.turn()
         time.sleep(model_ms / 1e3)
         (compactions if compacted else ordinary).append(seconds)
+        if not compacted:
+            ordinary_cpu.append(run.cpu)
     q = statistics.quantiles(ordinary, n=100, method="inclusive")
+    qc = statistics.quantiles(ordinary_cpu, n=100, method="inclusive")
     return {
         "turns": turns,
         "result_chars": chars,
@@ -197,10 +210,81 @@ def turns_bench(turns: int, chars: int = 50_000, model_ms: float = 20.0) -> dict
             "p99": round(q[98] * 1e3, 3),
             "max": round(max(ordinary) * 1e3, 3),
         },
+        # The same turns' CPU time on the turn's thread: what the package costs, without the
+        # waits a loaded machine adds to the wall time above.
+        "ordinary_cpu_ms": {
+            "p50": round(qc[49] * 1e3, 3),
+            "p90": round(qc[89] * 1e3, 3),
+            "p99": round(qc[98] * 1e3, 3),
+            "max": round(max(ordinary_cpu) * 1e3, 3),
+        },
         "compactions": len(compactions),
         "compaction_ms_median": round(statistics.median(compactions) * 1e3, 1)
         if compactions
         else None,
+    }
+
+
+def merge_bench(
+    turns: int = 160, window: int = 6_000, latency: float = 0.1, result_chars: int = 1_200
+) -> dict[str, Any]:
+    """The pause at the trigger of compactions with a prepared summary that merge earlier
+    summaries, beside those that do not, with an LLM summarizer (a chat model that sleeps
+    ``latency`` seconds per call) and preparing on: the prepare node runs beside the model
+    call (untimed, as in ``turns``), the pause is the timed turn (micro, route, the
+    compaction). Tool results of ``result_chars`` characters, each with a ``key = value``
+    fact, in a ``window``-token window, so compactions come every few turns and the
+    summaries soon pass their budget."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from bench._pause_models import SleepySummarizer
+    from langchain_compact import CompactionConfig, CompactionNodes, LLMSummarizer
+
+    rng = random.Random(11)
+    run = _Run(window)
+    run.nodes = CompactionNodes(
+        config=CompactionConfig(context_window=window, prepare=True, micro_exclude_tools=("f",)),
+        summarizer=LLMSummarizer(SleepySummarizer(latency=latency)),
+    )
+    run.add([HumanMessage("Fetch every page; report every value.", id="task")])
+    plain: list[float] = []
+    merged: list[float] = []
+    unprepared: list[float] = []
+    facts: list[str] = []
+    for t in range(turns):
+        call = {"name": "f", "args": {"page": t}, "id": f"c{t}"}
+        facts.append(f"value_{t} = {rng.randint(10**5, 10**6)}")
+        text = facts[-1] + "\n" + _log_text(rng, result_chars, t)
+        run.add([AIMessage("", tool_calls=[call], id=f"a{t}")])
+        run.add([ToolMessage(text, tool_call_id=f"c{t}", name="f", id=f"r{t}")])
+        before = run.state.get("last_compaction")
+        seconds, compacted = run.turn()
+        report = run.state.get("last_compaction")
+        if compacted and report is not None and report is not before:
+            if not report.get("prepared"):  # no prepared summary: the model is called
+                unprepared.append(seconds)
+            else:
+                (merged if report.get("merged_summaries") else plain).append(seconds)
+
+    def ms(xs: list[float], q: Callable[[list[float]], float]) -> float | None:
+        return round(q(xs) * 1e3, 1) if xs else None
+
+    plain_ms, merged_ms = ms(plain, statistics.median), ms(merged, statistics.median)
+    return {
+        "turns": turns,
+        "window": window,
+        "summarizer_latency_ms": round(latency * 1e3),
+        "compactions": len(plain) + len(merged) + len(unprepared),
+        # compactions that found no prepared summary (their pause holds the model call);
+        # the two figures below are over the prepared ones
+        "unprepared": len(unprepared),
+        "unprepared_pause_ms_median": ms(unprepared, statistics.median),
+        "merges": len(merged),
+        # values still stated in the final history (the summaries, merged or not, included)
+        "facts_kept": sum(f in "\n".join(m.text for m in run.state["messages"]) for f in facts),
+        "compaction_pause_ms": {"median": plain_ms, "max": ms(plain, max)},
+        "merge_pause_ms": {"median": merged_ms, "max": ms(merged, max)},
+        "merge_over_compaction": _ratio(merged_ms, plain_ms),
     }
 
 
@@ -296,6 +380,8 @@ def measure(*, quick: bool, sizes: Sequence[int]) -> dict[str, Any]:
     t0 = time.perf_counter()
     out["turns"] = turns_bench(40 if quick else 400)
     print(f"[perf] turns: {out['turns']['ordinary_ms']}", file=sys.stderr, flush=True)
+    out["merge"] = merge_bench(turns=60 if quick else 160)
+    print(f"[perf] merge: {out['merge']}", file=sys.stderr, flush=True)
     out["import"] = import_bench(1 if quick else 3)
     transcripts = load_transcripts()
     decision_sizes = (150, 400) if quick else (150, 2_000, 10_000)
@@ -392,6 +478,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({k: result[k] for k in ("baseline_over_today", "today_growth")}, indent=1))
     print(f"[perf] wrote {out} in {figures['seconds']} s", file=sys.stderr)
+    if out == OUT:  # the figures docs/benchmarks.md quotes
+        from bench import perf_docs
+
+        perf_docs.write()
     return 0
 
 

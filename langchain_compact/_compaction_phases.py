@@ -82,6 +82,7 @@ from langchain_compact.summarizers import (
     Summarizer,
     dense_merge,
     fidelity_supplement,
+    merger,
 )
 from langchain_compact.tokens import (
     RATIO_BOUNDS,
@@ -517,7 +518,10 @@ def merge_summaries(
         metadata={"index": index},
     )
     merged_text, _, merge_errors = yield from summarize_steps(
-        summarizer, earlier, config, min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2))
+        merger(summarizer, prepared=draft.used.endswith("(prepared)")),
+        earlier,
+        config,
+        min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2)),
     )
     draft.errors += merge_errors
     merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)

@@ -8,12 +8,11 @@ The selection is bounded (a few lines, a few hundred characters) and linear in t
 from __future__ import annotations
 
 import re
-
-from langchain_core.messages import HumanMessage
+from bisect import bisect_right
 
 from langchain_compact._placeholders import FACTS_MARK, append_facts, kept_facts
 from langchain_compact._render import word_prefix
-from langchain_compact.tokens import approximate_tokens
+from langchain_compact.tokens import PRECOUNT_HOOKS, approx_text
 
 __all__ = [
     "CONSTRAINT_RE",
@@ -23,6 +22,7 @@ __all__ = [
     "is_key_fact",
     "key_fact_text",
     "placeholder_facts",
+    "remember_facts",
     "result_gist",
     "unlabel",
     "with_facts",
@@ -163,26 +163,94 @@ def fact_lines(
         >>> fact_lines("Looking up the order...\\norder_id = QX-4821\\nstatus: shipped\\nbye")
         ['order_id = QX-4821', 'status: shipped']
     """
-    lines = _scanned_lines(text)
-    scored: list[tuple[int, int, str]] = []
-    seen: set[str] = set()
-    for pos, raw in enumerate(lines):
-        line = raw.strip()
-        if not line or line in seen:
-            continue
-        score = _score(line)
-        if score is None or (best_only and score > 0):
-            continue
-        seen.add(line)
-        scored.append((score, pos, _clip(line)))
     chosen: list[tuple[int, str]] = []
     used = 0
-    for _score_value, pos, line in sorted(scored):
+    # The first ``limit`` fact lines of the best rank are among the first ``limit`` scored.
+    scored = _scored(text) if limit <= _MEMO_KEEP else _score_lines(text)
+    for score, pos, line in scored:
+        if best_only and score > 0:
+            continue
         if len(chosen) >= limit or used + len(line) > max_chars:
             break
         chosen.append((pos, line))
         used += len(line) + 3
     return [line for _pos, line in sorted(chosen)]
+
+
+#: The scored fact lines of a text, per (length, hash) of the text: a result's facts are
+#: read when it is cleared, digested and summarised, and may be found ahead
+#: (:func:`remember_facts`). Keys and a few short lines only, never the text; bounded.
+_FACT_MEMO: dict[tuple[int, int], tuple[tuple[int, int, str], ...]] = {}
+_FACT_MEMO_LIMIT = 1_024
+#: Scored lines kept per text (a caller asking for more lines scores the text again).
+_MEMO_KEEP = 16
+#: Patterns one of which every fact line matches (``_score`` needs one to accept a line),
+#: run over all the scanned lines at once so ``_score`` reads only the lines that can be
+#: facts: a few C passes instead of up to five pattern calls per line.
+_CANDIDATE_RES = (
+    re.compile(r"-\d|://"),  # ticket-like ids, URLs (``_STRONG_ID_RE``)
+    re.compile(r"/[\w.\-]+/"),  # paths (``_PATH_RE``)
+    re.compile(r"="),  # key = value (``_EQ_RE``)
+    re.compile(_COLON_RE.pattern, re.MULTILINE),  # key: value at a line's start
+)
+
+
+def remember_facts(text: str) -> None:
+    """Score the fact lines of ``text`` ahead (the precount thread does this for large
+    unread results, so the turn that clears one finds its facts ready)."""
+    _scored(text)
+
+
+if remember_facts not in PRECOUNT_HOOKS:
+    PRECOUNT_HOOKS.append(remember_facts)
+
+
+def _candidates(lines: list[str]) -> list[int]:
+    """Indices of the (stripped) ``lines`` that one of ``_CANDIDATE_RES`` matches, a
+    superset of the lines ``_score`` accepts, in order."""
+    joined = "\n".join(lines)
+    starts: list[int] = []
+    offset = 0
+    for line in lines:
+        starts.append(offset)
+        offset += len(line) + 1
+    hits: set[int] = set()
+    for pattern in _CANDIDATE_RES:
+        for match in pattern.finditer(joined):
+            first = bisect_right(starts, match.start()) - 1
+            last = bisect_right(starts, max(match.start(), match.end() - 1)) - 1
+            hits.update(range(first, last + 1))
+    return sorted(hits)
+
+
+def _scored(text: str) -> tuple[tuple[int, int, str], ...]:
+    """The first ``_MEMO_KEEP`` of :func:`_score_lines` (memoised)."""
+    key = (len(text), hash(text))
+    found = _FACT_MEMO.get(key)
+    if found is None:
+        found = _score_lines(text)[:_MEMO_KEEP]
+        if len(_FACT_MEMO) >= _FACT_MEMO_LIMIT:
+            _FACT_MEMO.clear()
+        _FACT_MEMO[key] = found
+    return found
+
+
+def _score_lines(text: str) -> tuple[tuple[int, int, str], ...]:
+    """``(score, position, clipped line)`` of every distinct fact line :func:`fact_lines`
+    reads in ``text``, best first."""
+    lines = [raw.strip() for raw in _scanned_lines(text)]
+    scored: list[tuple[int, int, str]] = []
+    seen: set[str] = set()
+    for pos in _candidates(lines):
+        line = lines[pos]
+        if not line or line in seen:
+            continue
+        score = _score(line)
+        if score is None:
+            continue
+        seen.add(line)
+        scored.append((score, pos, _clip(line)))
+    return tuple(sorted(scored))
 
 
 def result_gist(text: str, *, limit: int = 3) -> list[str]:
@@ -294,6 +362,11 @@ def unlabel(line: str) -> str:
     return line
 
 
+#: Joins the kept lines of one rank in :func:`condense_summary` (a line break: no line of
+#: ``splitlines`` holds one).
+_APART = "\n"
+
+
 def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = None) -> str:
     r"""A merged summary, dense: one line per fact, within ``max_tokens``.
 
@@ -332,24 +405,26 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
     # its own line: those go first when the bound is tight, and would take it along.
     newest = {t: i for i, (h, t) in enumerate(entries) if not h}
     keep = {i for i, (h, t) in enumerate(entries) if h or newest[t] == i}
-    kept_texts: list[tuple[str, int]] = []
+    ranks = {t: _rank(t) for h, t in entries if not h}
+    # The kept lines of each rank, joined by a character no line holds, so "a longer kept
+    # line of the same rank or better holds it" is one substring search per rank.
+    kept = ["", "", "", ""]
     for i in sorted((i for i in keep if not entries[i][0]), key=lambda i: -len(entries[i][1])):
         line = entries[i][1]
-        rank = _rank(line)
-        if len(line) >= 8 and any(line in other and r <= rank for other, r in kept_texts):
+        rank = ranks[line]
+        if len(line) >= 8 and any(line in kept[r] for r in range(rank + 1)):
             keep.discard(i)
         else:
-            kept_texts.append((line, rank))
-    overhead = approximate_tokens([HumanMessage("")])
-    cost = {i: approximate_tokens([HumanMessage(f"- {entries[i][1]}")]) - overhead for i in keep}
-    total = approximate_tokens([HumanMessage("")]) - overhead
-    total += sum(cost[i] for i in keep if not entries[i][0])
+            kept[rank] += _APART + line
+    # A line's cost: what it adds to a message (the message's own overhead cancels out).
+    cost = {i: approx_text(f"- {entries[i][1]}") for i in keep}
+    total = sum(cost[i] for i in keep if not entries[i][0])
     total += sum(len(entries[i][1]) // 3 + 1 for i in keep if entries[i][0])
     dropped = 0
-    order = sorted((i for i in keep if not entries[i][0]), key=lambda i: (-_rank(entries[i][1]), i))
+    order = sorted((i for i in keep if not entries[i][0]), key=lambda i: (-ranks[entries[i][1]], i))
     soft = max_tokens if soft_tokens is None else min(soft_tokens, max_tokens)
     for i in order:
-        rank = _rank(entries[i][1])
+        rank = ranks[entries[i][1]]
         # key = value facts (the values a task computed) go only over the bound, as the
         # docstring says: kept to halfway between the soft bound and the bound, a dense merge
         # of a 60-step task's values in a 4,000-token window (~600 tokens of them, ~545 to

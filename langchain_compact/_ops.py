@@ -217,7 +217,7 @@ def summarize_steps(
     for candidate, attempts in chain:
         # The extractive summarizer is local, linear and deterministic: it runs without the
         # timeout, so a slow machine cannot turn the last resort into "every summarizer failed".
-        local = type(candidate) is ExtractiveSummarizer
+        local = type(candidate) is ExtractiveSummarizer or getattr(candidate, "_local", False)
         timeout = None if local else config.summarizer_timeout
         for _ in range(attempts):
             outcome = yield SummarizeOp(candidate, messages, bound, timeout)

@@ -111,6 +111,7 @@ from langchain_compact.tokens import (
     aload_tokenizers,
     approximate_tokens,
     context_tokens,
+    load_tokenizers,
     precise_counter,
     precount_unread,
     preload_precise_counter,
@@ -706,7 +707,12 @@ class Compactor:
         return step, repair
 
     def micro(self, messages: Sequence[BaseMessage], thread_id: str) -> MicroStep:
-        """Run the micro-compaction step (archive writes done synchronously)."""
+        """Run the micro-compaction step (archive writes done synchronously).
+
+        The first one in a process waits for the tokenizers counting needs (the load
+        started when the compactor was built), so they are in memory once the first turn
+        returns, not loaded in the middle of a later one."""
+        load_tokenizers(self.counter)
         return drive(self.micro_steps(messages, thread_id))
 
     async def aready(self) -> None:

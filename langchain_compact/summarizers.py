@@ -56,6 +56,7 @@ __all__ = [
     "check_summary_text",
     "dense_merge",
     "fidelity_supplement",
+    "merger",
     "over_bound",
 ]
 
@@ -608,6 +609,44 @@ def fidelity_supplement(
     if len(lines) < len(missing):
         lines.append(f"- ({len(missing) - len(lines)} more details: ask recall_archived)")
     return "## Supplement: details the summary left out (verbatim)\n" + "\n".join(lines)
+
+
+class _JoinedSummaries:
+    """Merges summaries without a model: their texts (headers dropped) one after the
+    other, condensed to the bound (:func:`~langchain_compact._facts.condense_summary`:
+    duplicates and lines a longer one states go, then the oldest calls and log lines)."""
+
+    _local = True
+    """Local, linear and deterministic: run without a timeout (no worker thread)."""
+
+    def summarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:
+        texts = (message_text(m) for m in messages)
+        bodies = (t.partition("\n")[2] if is_summary_text(t) else t for t in texts)
+        return condense_summary("\n".join(bodies), max_tokens)
+
+    async def asummarize(self, messages: Sequence[BaseMessage], *, max_tokens: int) -> str:
+        return self.summarize(messages, max_tokens=max_tokens)
+
+
+def merger(summarizer: Summarizer, *, prepared: bool) -> Summarizer:
+    r"""The summarizer that merges earlier summaries at a compaction: ``summarizer``, or,
+    when the compaction's own summary was prepared before the trigger, one that joins the
+    summaries and condenses them, without a model.
+
+    A prepared summary makes the compaction a swap the agent does not wait for; a merge by
+    a model would put that model call back at the trigger (the merge is due only once the
+    new summary is written). Merged summaries are dense anyway (:func:`dense_merge` keeps
+    their key facts and drops calls and log lines first), and the summaries merged are
+    archived whole.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> merged = merger(ExtractiveSummarizer(), prepared=True)
+        >>> merged.summarize([HumanMessage("- a = 1"), HumanMessage("- a = 1\n- b = 2")],
+        ...                  max_tokens=100)
+        '- a = 1\n- b = 2'
+    """
+    return _JoinedSummaries() if prepared else summarizer
 
 
 def dense_merge(

@@ -189,6 +189,43 @@ def test_the_benchmark_page_is_generated_from_the_results_file() -> None:
     assert section.group(1) == generated.rstrip("\n")
 
 
+def test_the_speed_and_memory_figures_are_the_results_files() -> None:
+    """The speed and memory figures of docs/benchmarks.md are generated from
+    bench/results/perf.json and memory.json (``python -m bench.perf`` and
+    ``python -m bench.memory`` rewrite them), each naming the command that regenerates it."""
+    from bench import perf_docs
+
+    text = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    quoted = perf_docs.current(text)
+    assert quoted is not None, "docs/benchmarks.md has the perf section between its markers"
+    assert quoted == perf_docs.section(*perf_docs.read_results()), (
+        "docs/benchmarks.md quotes other figures than bench/results/perf.json and memory.json: "
+        "run python -m bench.perf_docs"
+    )
+    bullets = quoted.split("\n- ")
+    assert len(bullets) == 4
+    for bullet in bullets:
+        assert (
+            "python -m bench.perf" in bullet
+            or "python -m bench.memory" in bullet
+            or ("same command" in bullet)
+        )
+    assert "n/a" not in quoted, "a figure is missing from the results files"
+
+
+def test_the_decision_cost_figures_are_the_overhead_results() -> None:
+    text = " ".join((DOCS / "benchmarks.md").read_text(encoding="utf-8").split())
+    overhead = json.loads((ROOT / "bench" / "results" / "overhead.json").read_text())
+    ours, theirs = overhead["median_ms"]["ours"], overhead["median_ms"]["lc_summarization"]
+    ratio = overhead["ours_over_lc_summarization"]
+    assert "(`python -m bench.overhead`, writes `bench/results/overhead.json`;" in text
+    assert (
+        f"{ours['5000']:.2f} ms at 5,000 messages and {ours['50000']:.2f} ms at 50,000 "
+        f"({ratio['5000']}x and {ratio['50000']}x `SummarizationMiddleware`'s "
+        f"{theirs['5000']:.1f} and {theirs['50000']:.0f} ms)"
+    ) in text
+
+
 # --------------------------------------------------------------------------- configuration
 
 

@@ -237,6 +237,36 @@ def test_gist_and_placeholder_facts_match_the_full_split(text: str, tail_space: 
         assert gist == []
 
 
+@settings(max_examples=400, deadline=None)
+@given(_text_lines)
+def test_the_candidate_lines_hold_every_fact_line(text: str) -> None:
+    """The chunk-wide prefilter of fact_lines never drops a line ``_score`` accepts, so
+    fact_lines (memoised) gives what scoring every scanned line gives."""
+    lines = [raw.strip() for raw in _facts._scanned_lines(text)]
+    facts = {i for i, line in enumerate(lines) if line and _facts._score(line) is not None}
+    assert facts <= set(_facts._candidates(lines))
+    _facts._FACT_MEMO.clear()
+    for limit, best in ((6, False), (3, True), (40, False)):
+        chosen: list[tuple[int, str]] = []
+        used, seen = 0, set()
+        full = []
+        for pos, line in enumerate(lines):
+            score = _facts._score(line) if line and line not in seen else None
+            if score is not None:
+                seen.add(line)
+                full.append((score, pos, _facts._clip(line)))
+        for score, pos, line in sorted(full):
+            if best and score > 0:
+                continue
+            if len(chosen) >= limit or used + len(line) > _facts.DEFAULT_MAX_CHARS:
+                break
+            chosen.append((pos, line))
+            used += len(line) + 3
+        want = [line for _pos, line in sorted(chosen)]
+        assert fact_lines(text, limit=limit, best_only=best) == want
+        assert fact_lines(text, limit=limit, best_only=best) == want  # from the memo
+
+
 def test_fact_lines_reads_a_bounded_part_of_a_long_text(monkeypatch: pytest.MonkeyPatch) -> None:
     scored: list[str] = []
     real = _facts._score

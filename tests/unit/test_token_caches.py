@@ -124,7 +124,8 @@ def test_recounting_a_history_scans_only_new_messages(monkeypatch: pytest.Monkey
 def test_text_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens_module, "_APPROX_TEXT_LIMIT", 8)
     counter = TiktokenCounter(max_cache_entries=8)
-    texts = [f"text number {n}" for n in range(50)]
+    # Long enough to be cached (shorter texts are counted again, never stored).
+    texts = [f"text number {n} " + "word " * tokens_module.UNCACHED_BELOW for n in range(50)]
     for text in texts:
         assert tokens_module.approx_text(text) > 0
         counter.count_text(text)
@@ -133,6 +134,11 @@ def test_text_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # Counts stay exact after evictions.
     fresh = TiktokenCounter()
     assert [counter.count_text(t) for t in texts] == [fresh.count_text(t) for t in texts]
+    tokens_module._APPROX_TEXT_CACHE.clear()
+    short = TiktokenCounter()
+    assert tokens_module.approx_text("a short id_123") == tokens_module._estimate("a short id_123")
+    assert short.count_text("a short id_123") > 0
+    assert not tokens_module._APPROX_TEXT_CACHE and not short._cache
 
 
 def test_memory_bench_runs_and_reports_rss(tmp_path: Path) -> None:
@@ -144,3 +150,29 @@ def test_memory_bench_runs_and_reports_rss(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["turns"] == 12 and [s["turn"] for s in result["samples"]] == [1, 5, 10, 12]
     assert result["rss_end_mb"] > 0 and result["token_cache_entries"]["messages"] > 0
+
+
+def test_count_caches_drop_what_no_history_holds_and_keep_what_is_read() -> None:
+    """Two generations: a read entry moves back to the young one, an unread one goes after
+    two rotations, so a long run's cache holds at most two generations."""
+    cache = tokens_module.Generations()
+    for n in range(10):
+        tokens_module._make_room(cache, 4)
+        cache[("dead", n)] = n
+        cache.get(("live", 0)) or cache.__setitem__(("live", 0), 7)  # read on every turn
+    assert cache.get(("live", 0)) == 7 and ("live", 0) in cache
+    assert ("dead", 0) not in cache and cache.get(("dead", 0)) is None
+    assert len(cache) + len(cache.old) <= 8
+    cache.clear()
+    assert not cache and not cache.old
+
+
+def test_count_cache_generations_grow_with_the_longest_history() -> None:
+    assert tokens_module.generation_size(10) == tokens_module.GENERATION_LEAST
+    assert tokens_module.generation_size(50_000) == 100_000
+    assert tokens_module.generation_size(10**7) == 200_000
+    counter = TiktokenCounter(max_cache_entries=50_000)
+    counter._hold(5_000)
+    assert counter._generation == 10_000
+    counter._hold(10)
+    assert counter._generation == 10_000  # never shrinks

@@ -207,6 +207,10 @@ def test_cache_makes_a_turn_cost_only_new_messages(
     new_texts = {new.content}
     for call in getattr(new, "tool_calls", None) or []:
         new_texts |= {call["name"], json.dumps(call["args"], ensure_ascii=False)}
+        new_texts.add(call.get("id") or "")
+    # Short texts (its role, ids, name) are counted again, not cached: only for a new message.
+    short = {"tool", "user", "assistant", "system", getattr(new, "tool_call_id", "")}
+    new_texts |= {t for t in short | {getattr(new, "name", None) or ""} if t}
     assert set(encoded) <= new_texts, "only the new message's texts may be encoded"
     assert len(encoded) <= len(new_texts)
     assert after - before == counter([new]) - REPLY_PRIMING

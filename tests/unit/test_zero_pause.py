@@ -13,6 +13,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.message import add_messages
 from pydantic import Field
 
 from langchain_compact import (
@@ -683,3 +684,44 @@ def test_a_prepared_summary_is_held_to_the_bound_a_summary_at_the_trigger_is() -
         )
     assert checks[1.1][0] == len(prepared.span_ids)
     assert checks[2.0] == (0, "longer than the summary bound")
+
+
+def test_a_merge_after_a_prepared_summary_calls_no_model_at_the_trigger() -> None:
+    """With preparing on, the compaction at the trigger swaps in the prepared summary; the
+    merge of the earlier summaries it may then need joins and condenses them locally
+    instead of calling the model there (which would bring the pause back)."""
+    from langchain_compact import CompactionNodes
+
+    model = FactKeeper()
+    nodes = CompactionNodes(
+        config=CompactionConfig(context_window=WINDOW, prepare=True, micro_exclude_tools=("f",)),
+        summarizer=LLMSummarizer(model),
+    )
+    state: dict[str, Any] = {"messages": [HumanMessage("Report every value.", id="task")]}
+
+    def apply(update: dict[str, Any]) -> None:
+        for key, value in update.items():
+            state[key] = add_messages(state["messages"], value) if key == "messages" else value
+
+    merges = 0
+    for t in range(80):
+        call = {"name": "f", "args": {"step": t}, "id": f"c{t}"}
+        text = f"RESULT step={t} value={100_000 + 7 * t}\n" + "log line alpha beta\n" * 40
+        apply({"messages": [AIMessage("", tool_calls=[call], id=f"a{t}")]})
+        apply({"messages": [ToolMessage(text, tool_call_id=f"c{t}", name="f", id=f"r{t}")]})
+        apply(nodes.micro(state, RUN))
+        route = nodes.route(state)
+        if isinstance(route, list):  # beside the model call
+            apply(nodes.prepare(state, RUN))
+            route = "continue"
+        if route == "compact":
+            calls = len(model.calls)
+            apply(nodes.summarize(state, RUN))
+            report = state["last_compaction"]
+            if report["prepared"] and report["merged_summaries"]:
+                merges += 1
+                assert len(model.calls) == calls, "a merge called the model at the trigger"
+    assert merges >= 1
+    text = "\n".join(m.text for m in state["messages"])
+    kept = [t for t in range(80) if f"value={100_000 + 7 * t}" in text]
+    assert len(kept) >= 60, kept  # the merged summaries keep the values (key facts)
