@@ -566,9 +566,7 @@ def count_precisely(draft: _Draft) -> bool:
         return False
     job = draft.job
     tools = job.tools
-    measured = (
-        calibration(job.messages, counter=precise, tools=tools) if job.calibrate else None
-    )
+    measured = calibration(job.messages, counter=precise, tools=tools) if job.calibrate else None
     if measured is None:  # no report describes the history: tiktoken's count as it is
         measured = (1.0, 0)
     draft.units = (draft.counter, draft.extra)

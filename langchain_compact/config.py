@@ -121,6 +121,10 @@ class CompactionConfig:
             ``$LANGCHAIN_COMPACT_ARCHIVE_DIR``.
         redactor: Applied to text before it is archived or summarised (e.g.
             ``redact_secrets``); ``None``: no redaction.
+        on_invalid_history: A broken tool-call pairing before a model call: ``"repair"``
+            (default: the pieces removed or changed archived first, an event naming each
+            change) or ``"raise"`` (:class:`~langchain_compact.errors.InvalidHistoryError`
+            naming the index).
 
     Example:
         >>> cfg = CompactionConfig(context_window=8_000)

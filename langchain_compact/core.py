@@ -107,11 +107,13 @@ from langchain_compact.summarizers import (
     focusing,
 )
 from langchain_compact.tokens import (
+    TiktokenCounter,
     TokenCounter,
     aload_tokenizers,
     approximate_tokens,
     context_tokens,
     load_tokenizers,
+    precise_context_tokens,
     precise_counter,
     precount_unread,
     preload_precise_counter,
@@ -510,6 +512,15 @@ class Compactor:
             messages, counter=self.counter, tools=self.tools, verify_anchor=self.verify_anchor
         )
 
+    def confirmed(self, messages: Sequence[BaseMessage], tokens: int) -> int:
+        """``tokens`` (the estimate said the next call cannot fit) as tiktoken counts the
+        context (:func:`~langchain_compact.tokens.precise_context_tokens`) when it can: the
+        estimate errs high by design, and a run never stops on the estimate alone."""
+        if isinstance(self.counter, TiktokenCounter):
+            return tokens
+        exact = precise_context_tokens(messages, tools=self.tools, verify_anchor=self.verify_anchor)
+        return tokens if exact is None else exact
+
     def _remember_count(self, messages: Sequence[BaseMessage], tokens: int) -> None:
         """Keep the count the micro step made, for the decision on the same list (the graph
         runs them as a node and an edge; the middleware and LCEL in one call)."""
@@ -549,7 +560,9 @@ class Compactor:
         tokens = self.count(messages)
         fit = self.config.fit_tokens or 0
         if tokens > fit:
-            return "stop"
+            tokens = self.confirmed(messages, tokens)
+            if tokens > fit:
+                return "stop"
         trigger = self.config.trigger_tokens or 0
         if tokens >= trigger:
             emit({"event": "over_trigger", "tokens": tokens, "trigger": trigger, "fit": fit})
@@ -1321,7 +1334,10 @@ class Compactor:
         with self._learning(messages):
             if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
                 fit = self.config.fit_tokens or 0
-                return "continue" if self.count(messages) <= fit else "stop"
+                tokens = self.count(messages)
+                if tokens > fit:
+                    tokens = self.confirmed(messages, tokens)
+                return "continue" if tokens <= fit else "stop"
             return self.after_compaction(messages)
 
     def stop_reason(

@@ -395,7 +395,7 @@ def test_cooldown_holds_full_compaction_off_while_micro_still_runs() -> None:
     # (700 characters; 1,000 are ~370 now).
     task = DependentTask(steps=14, payload_chars=700)
     tool = big_schema_tool(sentences=180)
-    cooldown = 3
+    cooldown = 4
     config = CompactionConfig(context_window=4000, cooldown_turns=cooldown)
     trigger = config.trigger_tokens
     assert trigger is not None
