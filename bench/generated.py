@@ -6,12 +6,14 @@ independently of the package) and writes ``bench/results/generated.json``: runs,
 stopped, "must finish" and violations per shape, window band and integration (and per shape x
 integration x band), every violation with its seed, and the seconds taken. The normal test
 command runs the first 500 seeds (``tests/unit/test_generated_runs.py``). ``--out FILE``
-writes elsewhere; ``--progress N`` prints a line every N runs.
+writes elsewhere; ``--progress N`` prints a line every N runs; ``--jobs N`` splits the seeds
+over N processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import sys
@@ -44,6 +46,39 @@ def run(start: int, runs: int, *, progress: int = 0) -> dict[str, Any]:
         logging.disable(logging.NOTSET)
 
 
+def run_jobs(start: int, runs: int, *, jobs: int, progress: int = 0) -> dict[str, Any]:
+    """:func:`run` over ``jobs`` processes, each a contiguous share of the seeds, merged
+    into one result (the seconds are the wall time of the whole sweep)."""
+    if jobs <= 1:
+        return run(start, runs, progress=progress)
+    import concurrent.futures
+
+    bounds = [start + runs * k // jobs for k in range(jobs + 1)]
+    began = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+        parts = list(
+            pool.map(
+                _run_part,
+                [(a, b - a, progress) for a, b in itertools.pairwise(bounds)],
+            )
+        )
+    tables: dict[str, dict[str, Counter[str]]] = {
+        k: defaultdict(Counter) for k in ("shape", "band", "integration", "cell")
+    }
+    violations: list[dict[str, Any]] = []
+    for part in parts:
+        for table in tables:
+            for key, row in part[f"by_{table}"].items():
+                tables[table][key].update(row)
+        violations += part["all_violations"]
+    return _result(start, runs, time.perf_counter() - began, tables, violations)
+
+
+def _run_part(args: tuple[int, int, int]) -> dict[str, Any]:
+    start, runs, progress = args
+    return run(start, runs, progress=progress)
+
+
 def _sweep(gen: Any, start: int, runs: int, progress: int) -> dict[str, Any]:
     tables: dict[str, dict[str, Counter[str]]] = {
         k: defaultdict(Counter) for k in ("shape", "band", "integration", "cell")
@@ -72,7 +107,16 @@ def _sweep(gen: Any, start: int, runs: int, progress: int) -> dict[str, Any]:
             violations += [v.as_dict() for v in found]
             if progress and n % progress == 0:
                 print(f"{n}/{runs} runs, {len(violations)} violations", file=sys.stderr)
-    seconds = time.perf_counter() - began
+    return _result(start, runs, time.perf_counter() - began, tables, violations)
+
+
+def _result(
+    start: int,
+    runs: int,
+    seconds: float,
+    tables: dict[str, dict[str, Counter[str]]],
+    violations: list[dict[str, Any]],
+) -> dict[str, Any]:
     by_invariant = Counter(v["invariant"] for v in violations)
     return {
         "start": start,
@@ -95,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--progress", type=int, default=500)
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (seeds split)")
     args = parser.parse_args(argv)
-    result = run(args.start, args.runs, progress=args.progress)
+    result = run_jobs(args.start, args.runs, jobs=args.jobs, progress=args.progress)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     print(

@@ -727,6 +727,9 @@ def finish(draft: _Draft, ref: str | None) -> CompactionResult:
         # Counted precisely: store the scale that makes the caller's own counter give the
         # same size for this history, so the counts after the boundary start from it.
         counter, extra = draft.units
+        # tiktoken's own scale, for a count with tiktoken before the next usage report
+        # (tokens.precise_context_tokens)
+        meta["precise_calibration"] = [round(draft.scale, 4), draft.overhead]
         local = counter(pending) + extra
         if local > 0:
             low, high = RATIO_BOUNDS

@@ -31,6 +31,7 @@ from langchain_compact.markers import (
     KIND_STOP,
     KIND_SUMMARY,
     KIND_TRUNCATED,
+    credited_savings,
     get_meta,
 )
 
@@ -120,7 +121,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
             first_human = i
         owner = meta.get("usage_anchor")
         if isinstance(owner, str):  # before the anchor below: a reply may credit itself
-            credit[owner] = credit.get(owner, 0) + int(meta.get("saved_tokens", 0))
+            credit[owner] = credit.get(owner, 0) + credited_savings(meta)
         if isinstance(msg, AIMessage):
             ai_total += 1
             newest_ai = i

@@ -353,9 +353,11 @@ def _unless_larger(
     counter: TokenCounter,
     fit: int | None,
 ) -> tuple[CompactionResult, int]:
-    """``result`` and the tokens it frees, unless it would not shrink the context: then
-    nothing is applied, the history stays as it was (the originals stay archived), and the
-    result and a ``compaction_skipped`` event say why, with both sizes.
+    """``result`` and the tokens it frees, unless it would not shrink a context that fits
+    the next call: then nothing is applied, the history stays as it was (the originals
+    stay archived), and the result and a ``compaction_skipped`` event say why, with both
+    sizes. Over the fit limit it is applied whatever it frees (keeping the history would
+    end the run), and its event says what it freed.
 
     The tokens freed are those of the messages it removes less those of the ones it adds
     (the summary, slimmed tail messages), counted by one counter (tiktoken when it loads,
@@ -373,6 +375,11 @@ def _unless_larger(
     )
     fits = fit is not None and before <= fit
     if freed > (max(1, round(before * _MIN_SHRINK)) if fits else 0):
+        return result, freed
+    if not fits:
+        # The next call does not fit as it is: keeping the history would end the run, and
+        # the check after the compaction (tiktoken-confirmed) judges what it left. The
+        # event says what it freed (a note when nothing).
         return result, freed
     reason = (
         f"a compaction would have left the context at {before - freed} tokens of the "
@@ -547,9 +554,19 @@ class Compactor:
             tokens = self.count(messages)
         with self._learning(messages):
             config = self.config
-        return decide(
+        decision = decide(
             messages, config=config, counter=self.counter, tools=self.tools, tokens=tokens
         )
+        fit = config.fit_tokens
+        if decision.action != "continue" and fit is not None and decision.tokens > fit:
+            # Over the fit limit by the estimate: a stop, or a compaction however little it
+            # can take, is decided on tiktoken's count (the estimate errs high).
+            exact = self.confirmed(messages, decision.tokens)
+            if exact < decision.tokens:
+                decision = decide(
+                    messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
+                )
+        return decision
 
     def after_compaction(self, messages: Sequence[BaseMessage]) -> Literal["continue", "stop"]:
         """The check after a compaction (dirty-value protection): the last usage numbers
@@ -942,7 +959,13 @@ class Compactor:
         if result.summary is not None:
             pause = round(seconds, 3)
             event = {**self.report(result), "freed_tokens": freed, "pause_seconds": pause}
-            if result.tokens_after >= result.tokens_before:
+            if freed <= 0:
+                event["note"] = (
+                    f"counted alike on the messages that changed, the compaction freed {freed} "
+                    "tokens; it was applied because the next call did not fit as it was, and "
+                    "the check after it decided whether the run goes on"
+                )
+            elif result.tokens_after >= result.tokens_before:
                 event["note"] = (
                     "tokens_before is the count the decision used (the newest usage report "
                     "plus an estimate of what came after it), tokens_after a recount of the "

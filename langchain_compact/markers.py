@@ -85,3 +85,14 @@ def newest_boundary(messages: Sequence[BaseMessage]) -> tuple[int, set[str]]:
         if kind_of(messages[i]) == KIND_SUMMARY:
             return i, {str(k) for k in get_meta(messages[i]).get("kept_ids") or []}
     return -1, set()
+
+
+def credited_savings(meta: dict[str, Any]) -> int:
+    """What a reduced message credits the usage report it was reduced after: the tokens it
+    saved (``saved_tokens``, the configured counter's units), never more than tiktoken's
+    count of them (``saved_precise``) when one was recorded. A report is in the provider's
+    tokens; a credit in an estimate that errs high would count the context low, and the
+    next call would go over the window."""
+    saved = int(meta.get("saved_tokens", 0))
+    precise = meta.get("saved_precise")
+    return min(saved, int(precise)) if isinstance(precise, int) else saved

@@ -56,6 +56,7 @@ from langchain_compact.markers import (
     KIND_STOP,
     KIND_SUMMARY,
     KIND_TRUNCATED,
+    credited_savings,
     get_meta,
     kind_of,
     with_meta,
@@ -574,8 +575,8 @@ class _Budget:
         savings made since one usage report)."""
         before, after = get_meta(old), get_meta(new)
         same = before.get("usage_anchor") == after.get("usage_anchor")
-        credited = int(before.get("saved_tokens", 0)) if same else 0
-        return int(after.get("saved_tokens", 0)) - credited
+        credited = credited_savings(before) if same else 0
+        return credited_savings(after) - credited
 
     def apply(self, old: BaseMessage, new: BaseMessage) -> None:
         """Account for ``old`` replaced by ``new`` (both carry their savings metadata)."""
@@ -993,13 +994,17 @@ def shrink_unread(
         )
         if new is not None:
             out[i] = new
-            freed += int(get_meta(new)["saved_tokens"])
+            # in the units ``need`` is in (a digest's recorded saving also credits what an
+            # earlier cut of it saved)
+            freed += sizes[i] - _tokens(tool_result_text(new), counter)
     return out
 
 
 #: Attempts at a digest's size: its notice and framing, and lines denser or sparser in
 #: tokens than the text as a whole, make the first cut miss its aim.
 _AIM_ATTEMPTS = 8
+#: A digest within this share of its aim is close enough (each attempt is a digest pass).
+_AIM_CLOSE = 0.99
 
 
 def _aim_digest(
@@ -1021,7 +1026,10 @@ def _aim_digest(
     measure = measure or counter
     text = tool_result_text(message)
     keep_chars = max(200, chars_for_tokens(want, text=text, text_tokens=size))
-    best: BaseMessage | None = None
+    best: BaseMessage | None = None  # the largest digest within ``want``
+    best_shown = -1
+    smallest: BaseMessage | None = None  # else the last (smallest) one made
+    under, over = 0, None  # kept characters known to land under / over the aim
     for _ in range(_AIM_ATTEMPTS):
         new = _truncate_one(
             message,
@@ -1033,13 +1041,30 @@ def _aim_digest(
         )
         shown = _tokens(tool_result_text(new), measure) if new is not None else size
         if new is not None:
-            best = new
-        if shown <= want or keep_chars <= 200:
+            smallest = new
+            if best_shown < shown <= want:
+                best, best_shown = new, shown
+        if best_shown >= want * _AIM_CLOSE or (shown > want and keep_chars <= 200):
             break
-        # Scale by the miss, and step at least 2% so a digest that rounds back up moves.
-        scaled = int(keep_chars * want / max(1, shown))
-        keep_chars = max(200, min(scaled, keep_chars - max(1, keep_chars // 50)))
-    return best
+        # Scale by the miss, within the sizes known to land under and over the aim (their
+        # midpoint when the scaled guess falls outside).
+        if shown > want:
+            over = keep_chars if over is None else min(over, keep_chars)
+        else:
+            under = max(under, keep_chars)
+        guess = int(keep_chars * want / max(1, shown))
+        if new is None:  # no digest shorter than the result yet: its framing must be paid
+            step = chars_for_tokens(2 * (size - want), text=text, text_tokens=size)
+            guess = keep_chars - max(keep_chars // 50, step)
+        elif shown > want:  # a digest keeps whole lines: a step under 2% may change nothing
+            guess = min(guess, keep_chars - max(1, keep_chars // 50))
+        low, high = max(200, under), over if over is not None else guess + 1
+        if not low < guess < high:
+            guess = (low + high) // 2 if over is not None else max(guess, keep_chars + 1)
+        if max(200, guess) == keep_chars:
+            break
+        keep_chars = max(200, guess)
+    return best or smallest
 
 
 def cut_task(

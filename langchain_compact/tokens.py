@@ -34,7 +34,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._scan import HistoryFacts, history_facts
 from langchain_compact.errors import InvalidHistoryError
-from langchain_compact.markers import get_meta, newest_boundary
+from langchain_compact.markers import credited_savings, get_meta, newest_boundary
 
 __all__ = [
     "TiktokenCounter",
@@ -757,6 +757,8 @@ def precise_context_tokens(
     if precise is None:
         return None
     measured = calibration(messages, counter=precise, tools=tools)
+    if measured is None:  # no report describes the list: the newest compaction's scale
+        measured = _precise_calibration(messages)
     return context_tokens(
         messages,
         counter=precise,
@@ -764,6 +766,24 @@ def precise_context_tokens(
         verify_anchor=verify_anchor,
         calibrated=measured or (1.0, 0),
     )
+
+
+def _precise_calibration(messages: Sequence[BaseMessage]) -> tuple[float, int] | None:
+    """``(ratio, overhead)`` for tiktoken counts that the newest boundary recorded (a
+    compaction that counted its draft with tiktoken), or ``None``."""
+    facts = history_facts(messages)
+    if facts is not None:
+        meta = facts.boundary_meta
+    else:
+        b, _kept = newest_boundary(messages)
+        meta = get_meta(messages[b]) if b >= 0 else {}
+    value = meta.get("precise_calibration")
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    ratio, overhead = value
+    if not isinstance(ratio, (int, float)) or not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
+        return None
+    return float(ratio), int(overhead) if isinstance(overhead, int) and overhead > 0 else 0
 
 
 def _approx_message(message: BaseMessage) -> int:
@@ -876,7 +896,7 @@ def _fresh_anchor(
             for earlier in messages[: i + 1]:  # the report's own reply may be reduced too
                 meta = get_meta(earlier)
                 if meta.get("usage_anchor") == msg.id:
-                    credit += int(meta.get("saved_tokens", 0))
+                    credit += credited_savings(meta)
         return i, anchored, credit
     return None
 

@@ -87,3 +87,15 @@ def test_a_digest_keeps_its_first_and_last_lines_when_its_room_holds_both() -> N
         out = structured_digest(text, max_chars=room)
         assert len(out) <= room
         assert first in out and last.strip() in out, (room, out)
+
+
+def test_a_reduction_credits_its_usage_report_no_more_than_tiktoken_counts() -> None:
+    """The report is in the provider's tokens; a credit in the estimate's units (which err
+    high: code, paths) counted the context low and sent the next call over the window."""
+    call = {"name": "write_file", "args": {"path": "a.py", "content": "x"}, "id": "c1"}
+    usage = {"input_tokens": 500, "output_tokens": 2_000, "total_tokens": 2_500}
+    reply = AIMessage("", tool_calls=[call], id="a1", usage_metadata=usage)
+    stubbed = with_meta(
+        reply, kind="truncated", saved_tokens=1_900, saved_precise=1_700, usage_anchor="a1"
+    )
+    assert context_tokens([HumanMessage("task", id="t"), stubbed]) == 2_500 - 1_700

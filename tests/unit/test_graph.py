@@ -142,14 +142,12 @@ def test_exp06_compaction_triggers_on_reported_usage_not_the_local_estimate() ->
         for m in first
     ]
     assert decide(without_usage, config=config).action == "continue"
-    # ... and it compacted at that point, not later: every earlier gate was under the trigger
-    # or held too little to be worth a compaction (Budget.worth_compacting).
+    # ... and it compacted at the first gate whose decision was to compact, not later: every
+    # earlier gate was under the trigger or had nothing (or too little, Budget.
+    # worth_compacting) to compact yet.
     gates = states_before(graph, "agent")
     earlier = [h for h in gates if len(h) < len(first) and not summaries(h)]
-    waited = "over the trigger, too little to compact yet"
-    assert earlier and all(
-        context_tokens(h) < trigger or decide(h, config=config).reason == waited for h in earlier
-    )
+    assert earlier and all(decide(h, config=config).action == "continue" for h in earlier)
     # the first compaction node ran there (applied, or not applied because it would not
     # have shrunk the context), judging the usage-anchored size
     attempts = [e for e in run.events if e.get("event") in ("compaction", "compaction_skipped")]
