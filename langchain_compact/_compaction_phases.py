@@ -38,6 +38,7 @@ from langchain_compact._compaction_plan import (
     summary_message,
 )
 from langchain_compact._facts import condense_summary
+from langchain_compact._fingerprint import message_key
 from langchain_compact._ops import (
     Op,
     Outcome,
@@ -97,7 +98,7 @@ from langchain_compact.tokens import (
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["Compaction", "compaction_steps", "expected_bound", "slim_tail"]
+__all__ = ["Compaction", "compaction_steps", "expected_bound", "premerge", "slim_tail"]
 
 logger = logging.getLogger("langchain_compact")
 
@@ -140,6 +141,9 @@ class Compaction:
     prepared_covers: int = 0
     prepared_note: str = ""
     """How the prepared summary is used, for the result."""
+    prepared_merge: tuple[tuple[str, ...], str] | None = None
+    """``(keys, text)``: the merge of the earlier summaries (their content keys) prepared
+    with the summary (:func:`premerge`), used when a merge is due over those very ones."""
     last_resort: bool = True
     """Whether the compaction may cut what nothing else can make room for: the earlier
     summaries condensed, the task cut, the unread results digested. ``False`` while a
@@ -517,14 +521,18 @@ def merge_summaries(
         redactor=None,
         metadata={"index": index},
     )
-    merged_text, _, merge_errors = yield from summarize_steps(
-        merger(summarizer, prepared=draft.used.endswith("(prepared)")),
-        earlier,
-        config,
-        min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2)),
-    )
-    draft.errors += merge_errors
-    merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)
+    ready = draft.job.prepared_merge
+    if ready is not None and ready[0] == tuple(message_key(m) for m in earlier):
+        merged_text = ready[1]  # prepared beside the model call: no work at the trigger
+    else:
+        merged_text, _, merge_errors = yield from summarize_steps(
+            merger(summarizer, prepared=draft.used.endswith("(prepared)")),
+            earlier,
+            config,
+            min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2)),
+        )
+        draft.errors += merge_errors
+        merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)
     merged_msg = summary_message(
         merged_summary_header(last=index - 1) + merged_text,
         config,
@@ -538,6 +546,31 @@ def merge_summaries(
     head.insert(min(first, len(head)), merged_msg)
     draft.head = head
     draft.merged = len(earlier)
+
+
+def premerge(
+    head: Sequence[BaseMessage], text: str, config: CompactionConfig, counter: TokenCounter
+) -> tuple[list[str], str]:
+    """``(keys, merged text)`` of the earlier summaries in ``head`` (their content keys,
+    :func:`~langchain_compact._fingerprint.message_key`) when a compaction whose
+    new summary is ``text`` will have to merge them (their size and the new one's over the
+    summary budget), merged the way it would merge them after a prepared summary (joined and
+    condensed, no model); ``([], "")`` when no merge will be due. Run beside the model call
+    with the summary it prepares, so a merge costs the trigger nothing either."""
+    earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
+    window = config.context_window
+    if not window or not earlier:
+        return [], ""
+    budget = int(config.summary_budget_ratio * window)
+    body_tokens = counter([HumanMessage(text)]) + SUMMARY_HEADER_TOKENS
+    if counter(earlier) + body_tokens <= budget:
+        return [], ""
+    merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
+    joined = merger(ExtractiveSummarizer(), prepared=True).summarize(
+        earlier, max_tokens=min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2))
+    )
+    merged = dense_merge(earlier, joined, merge_bound, soft_tokens=budget // 4)
+    return [message_key(m) for m in earlier], merged
 
 
 # --------------------------------------------------------------------------- 7. fit

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_compact._compaction_phases import expected_bound
+from langchain_compact._compaction_phases import expected_bound, premerge
 from langchain_compact._compaction_plan import (
     Plan,
     plan_compaction,
@@ -161,6 +161,11 @@ class Prepared:
     """Why preparing failed (the compaction at the trigger then calls the summarizer the
     usual way, with its retries and fallback)."""
     errors: list[str] = field(default_factory=list)
+    merged: str = ""
+    """The merge of the earlier summaries (their content keys: ``merged_ids``) that a
+    compaction with this summary will be due to make
+    (:func:`~langchain_compact._compaction_phases.premerge`; empty: none)."""
+    merged_ids: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict, for graph state and checkpoints."""
@@ -256,7 +261,10 @@ def prepare_steps(
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
         return Prepared(**{**record.as_dict(), "failed": reason, "errors": [reason]})
-    return Prepared(**{**record.as_dict(), "text": text})
+    merged_ids, merged = premerge(plan.head, text, config, counter)
+    return Prepared(
+        **{**record.as_dict(), "text": text, "merged": merged, "merged_ids": merged_ids}
+    )
 
 
 def usable_prefix(

@@ -410,6 +410,11 @@ def _steps(
         prepared_text=use.text,
         prepared_covers=use.covers,
         prepared_note=use.note,
+        prepared_merge=(
+            (tuple(prepared.merged_ids), prepared.merged)
+            if prepared is not None and use.text is not None and prepared.merged
+            else None
+        ),
         # What the tail keeps beside the newest turn is summarised before anything else goes.
         last_resort=_newest_turn_alone(use.plan),
     )
@@ -446,6 +451,7 @@ def _steps(
             prepared_text=None,
             prepared_covers=0,
             prepared_note="",
+            prepared_merge=None,
             last_resort=True,
         )
     )

@@ -557,3 +557,41 @@ def test_tail_slimming_keeps_the_ref_that_holds_an_earlier_cut_original(tmp_path
     assert r2 != r1
     assert [m.id for m in archive.read(r1, thread_id="th")] == ["t1"]
     assert "t1" not in [m.id for m in archive.read(r2, thread_id="th")]
+
+
+def test_a_merge_prepared_with_the_summary_is_what_the_trigger_uses() -> None:
+    """The merge of the earlier summaries is made beside the model call with the summary
+    (premerge), so the compaction at the trigger does no merge work; a merge over other
+    summaries than the prepared one was made for is done on the spot."""
+    from langchain_compact._compaction_phases import Compaction, compaction_steps, premerge
+    from langchain_compact._compaction_plan import plan_compaction
+    from langchain_compact._ops import drive
+
+    summarizer = ScriptedSummarizer()
+    config = CompactionConfig(context_window=1200, keep_last_n=2)
+    history: list[BaseMessage] = [HumanMessage("Task: harden the service.", id="task")]
+    for k in range(1, 3):  # two compactions: two summaries in the head
+        history = grow(history, k, f"fact {k}")
+        history = compact_history(history, summarizer=summarizer, config=config).messages
+    history = grow(history, 3, "fact 3")
+    plan = plan_compaction(history, config)
+    assert plan is not None
+    config = config.replace(summary_budget_ratio=0.05)  # the summaries are over it already
+    text = "worked on: a1, t1_0"
+    ids, merged = premerge(plan.head, text, config, approximate_tokens)
+    assert len(ids) == 2 and merged
+    for ready, used in (((tuple(ids), "PREPARED MERGE"), True), ((("other",), "NO"), False)):
+        calls = len(summarizer.calls)
+        job = Compaction(
+            history,
+            plan,
+            config,
+            summarizer,
+            prepared_text=text,
+            prepared_covers=len(plan.span),
+            prepared_merge=ready,
+        )
+        result = drive(compaction_steps(job))
+        assert result.merged == 2
+        assert ("PREPARED MERGE" in result.messages[1].text) is used
+        assert len(summarizer.calls) == calls  # the prepared summary: no model call either way
