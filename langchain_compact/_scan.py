@@ -33,6 +33,7 @@ from langchain_compact.markers import (
     KIND_TRUNCATED,
     credited_savings,
     get_meta,
+    newest_boundary,
 )
 
 __all__ = ["HistoryFacts", "clear_memo", "history_facts", "holding"]
@@ -227,3 +228,13 @@ def clear_memo() -> None:
     """Forget every remembered history (tests; memory)."""
     with _lock:
         _memo.clear()
+
+
+def boundary_meta(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    """The metadata on the newest boundary of ``messages`` (``{}`` when there is none), read
+    from the remembered facts when the history has them."""
+    facts = history_facts(messages)
+    if facts is not None:
+        return facts.boundary_meta
+    b, _kept = newest_boundary(messages)
+    return get_meta(messages[b]) if b >= 0 else {}

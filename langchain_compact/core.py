@@ -65,7 +65,7 @@ from langchain_compact._prepare import (
     repeat_turn,
     usable_prefix,
 )
-from langchain_compact._scan import history_facts
+from langchain_compact._scan import boundary_meta
 from langchain_compact.budget import MIN_SUMMARY_TOKENS
 from langchain_compact.compaction import (
     CompactionResult,
@@ -92,7 +92,6 @@ from langchain_compact.markers import (
     Transition,
     get_meta,
     kind_of,
-    newest_boundary,
     with_meta,
 )
 from langchain_compact.microcompact import (
@@ -498,13 +497,7 @@ class Compactor:
         """The window a provider's refusal taught this history (``provider_window`` on its
         newest boundary, carried from compaction to compaction), in the units of the
         compactor's count; ``None`` when no refusal was learned."""
-        facts = history_facts(messages)
-        if facts is not None:
-            meta = facts.boundary_meta
-        else:
-            b, _kept = newest_boundary(messages)
-            meta = get_meta(messages[b]) if b >= 0 else {}
-        value = meta.get(PROVIDER_WINDOW_KEY)
+        value = boundary_meta(messages).get(PROVIDER_WINDOW_KEY)
         return value if isinstance(value, int) and value > 0 else None
 
     def _learning(self, messages: Sequence[BaseMessage]) -> Any:

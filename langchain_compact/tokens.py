@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from langchain_compact._provider_items import carries_provider_compaction
-from langchain_compact._scan import HistoryFacts, history_facts
+from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import credited_savings, get_meta, newest_boundary
 
@@ -771,13 +771,7 @@ def precise_context_tokens(
 def _precise_calibration(messages: Sequence[BaseMessage]) -> tuple[float, int] | None:
     """``(ratio, overhead)`` for tiktoken counts that the newest boundary recorded (a
     compaction that counted its draft with tiktoken), or ``None``."""
-    facts = history_facts(messages)
-    if facts is not None:
-        meta = facts.boundary_meta
-    else:
-        b, _kept = newest_boundary(messages)
-        meta = get_meta(messages[b]) if b >= 0 else {}
-    value = meta.get("precise_calibration")
+    value = boundary_meta(messages).get("precise_calibration")
     if not isinstance(value, list) or len(value) != 2:
         return None
     ratio, overhead = value
