@@ -56,9 +56,13 @@ def section(perf: dict[str, Any], memory: dict[str, Any]) -> str:
         f"summaries, median {_n(merge.get('merge_pause_ms', {}).get('median'))} ms, beside "
         f"{_n(merge.get('compaction_pause_ms', {}).get('median'))} ms for the "
         f"{merge.get('compactions', 0) - merge.get('merges', 0) - merge.get('unprepared', 0)}"
-        " that did not (the "
-        f"{merge.get('unprepared', 0)} that found no prepared summary called the model: "
-        f"{_n(merge.get('unprepared_pause_ms_median'))} ms).",
+        " that did not"
+        + (
+            f" (the {merge['unprepared']} that found no prepared summary called the model: "
+            f"{_n(merge.get('unprepared_pause_ms_median'))} ms)."
+            if merge.get("unprepared")
+            else "; every compaction found its summary prepared."
+        ),
         "- **Decision and one-shot cost** (same command): the per-turn decision with every "
         f"message counted locally, {_n(dec.get('150'), 2)} / {_n(dec.get('2000'), 2)} / "
         f"{_n(dec.get('10000'), 2)} ms at 150 / 2,000 / 10,000 messages; `compact_history` "

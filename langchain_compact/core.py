@@ -386,7 +386,7 @@ def _unless_larger(
         "it replaces, or frees under 1% while the context fits); the history is kept as it "
         "was"
     )
-    logger.warning("%s", reason)
+    logger.info("%s", reason)  # routine: the run goes on with the history as it was
     event = {"tokens_before": before, "tokens_after": before - freed, "reason": reason}
     emit({"event": "compaction_skipped", **event})
     kept = CompactionResult(
@@ -1221,6 +1221,7 @@ class Compactor:
         Raises:
             InvalidHistoryError: a broken pairing with ``on_invalid_history="raise"``.
         """
+        load_tokenizers(self.counter)  # the first turn waits for them (see :meth:`micro`)
         with self._learning(messages), _recording() as events:
             step, repair = drive(self.clear_steps(messages, thread_id))
         return self._cleared(step, events, repair)
