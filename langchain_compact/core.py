@@ -571,6 +571,11 @@ class Compactor:
         fit = self.config.fit_tokens or 0
         if tokens > fit:
             tokens = self.confirmed(messages, tokens)
+            # The compaction's own count of this very list (its draft, counted with
+            # tiktoken and the same calibration) settles a difference of rounding.
+            after = boundary_meta(messages).get("tokens_after")
+            if isinstance(after, int) and after <= fit:
+                tokens = min(tokens, after)
             if tokens > fit:
                 return "stop"
         trigger = self.config.trigger_tokens or 0
