@@ -292,8 +292,9 @@ def test_kept_tail_over_the_trigger_shrinks_to_the_newest_turn_and_goes_on() -> 
 def test_kept_tail_over_the_trigger_but_fitting_goes_on_to_the_end() -> None:
     """The same agent in a 2,048-token window: the two kept results (about 1,800 tokens)
     fit the 1,946 left beside the reply (with a few tokens to spare: at 2,040 the kept
-    messages came within one token of the fit limit, and a count's rounding decided). Each compaction that leaves the history over the
-    trigger but fitting goes on (before the summary's room ended at the trigger, the first
+    messages came within one token of the fit limit, and a count's rounding decided).
+    Each compaction that leaves the history over the trigger but fitting goes on (before
+    the summary's room ended at the trigger, the first
     compaction here left 2,264 tokens and the run stopped); each follows a new tool
     result."""
     state, caller, _summary_model = peer_run(
