@@ -112,19 +112,25 @@ def original_task_id(messages: Sequence[BaseMessage]) -> str | None:
 
 def long_history(transcripts: dict[str, list[BaseMessage]], n: int) -> list[BaseMessage]:
     """At least ``n`` messages: transcripts concatenated (repeated as needed) behind the first
-    one's system message, with fresh message and tool-call ids."""
-    pool = [m for msgs in transcripts.values() for m in msgs if not isinstance(m, SystemMessage)]
+    one's system message, with fresh message and tool-call ids (unique across transcripts
+    and laps: providers' ids are, and a reused one is a broken pairing the package repairs)."""
+    pool = [
+        (t, m)
+        for t, msgs in enumerate(transcripts.values())
+        for m in msgs
+        if not isinstance(m, SystemMessage)
+    ]
     first = next(iter(transcripts.values()))
     out: list[BaseMessage] = [m for m in first[:1] if isinstance(m, SystemMessage)]
     lap = 0
     while len(out) < n:
-        for m in pool:
+        for t, m in pool:
             k = len(out)
             update: dict[str, Any] = {"id": f"h{k}"}
             if isinstance(m, AIMessage) and m.tool_calls:
-                update["tool_calls"] = [{**c, "id": f"{c['id']}~{lap}"} for c in m.tool_calls]
+                update["tool_calls"] = [{**c, "id": f"{c['id']}~{lap}.{t}"} for c in m.tool_calls]
             if isinstance(m, ToolMessage):
-                update["tool_call_id"] = f"{m.tool_call_id}~{lap}"
+                update["tool_call_id"] = f"{m.tool_call_id}~{lap}.{t}"
             out.append(m.model_copy(update=update))
         lap += 1
     return out
