@@ -893,12 +893,7 @@ class Compactor:
         started = time.perf_counter()
         with self._learning(messages):
             result = compact_history(messages, **self._kwargs(thread_id, prepared))
-            result, freed = _unless_larger(
-                messages,
-                with_focus(self._carried(result), current_focus()),
-                self.counter,
-                self.config.fit_tokens,
-            )
+            result, freed = self._applied(messages, result)
         self._report(result, time.perf_counter() - started, freed)
         return result
 
@@ -911,14 +906,22 @@ class Compactor:
         with self._learning(messages):
             kwargs = self._kwargs(thread_id, prepared)
             result = await acompact_history(messages, **kwargs)
-            result, freed = _unless_larger(
-                messages,
-                with_focus(self._carried(result), current_focus()),
-                self.counter,
-                self.config.fit_tokens,
-            )
+            result, freed = self._applied(messages, result)
         self._report(result, time.perf_counter() - started, freed)
         return result
+
+    def _applied(
+        self, messages: Sequence[BaseMessage], result: CompactionResult
+    ) -> tuple[CompactionResult, int]:
+        """A compaction's result as the turn applies it (the learned window carried, the
+        focus first, kept only if it frees tokens: :func:`_unless_larger`) and what it
+        frees; shared by :meth:`compact` and :meth:`acompact`."""
+        return _unless_larger(
+            messages,
+            with_focus(self._carried(result), current_focus()),
+            self.counter,
+            self.config.fit_tokens,
+        )
 
     def _carried(self, result: CompactionResult) -> CompactionResult:
         """The result with the learned window (the one in force) on its boundary, so the
