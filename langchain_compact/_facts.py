@@ -12,7 +12,7 @@ from bisect import bisect_right
 
 from langchain_compact._placeholders import FACTS_MARK, append_facts, kept_facts
 from langchain_compact._render import word_prefix
-from langchain_compact.tokens import PRECOUNT_HOOKS, approx_text
+from langchain_compact.tokens import PRECOUNT_HOOKS, approx_text, precise_counter
 
 __all__ = [
     "CONSTRAINT_RE",
@@ -196,9 +196,17 @@ _CANDIDATE_RES = (
 
 
 def remember_facts(text: str) -> None:
-    """Score the fact lines of ``text`` ahead (the precount thread does this for large
-    unread results, so the turn that clears one finds its facts ready)."""
+    """Score the fact lines of ``text`` ahead, and count the block of them a placeholder
+    would carry (the precount thread does this for large unread results, so the turn
+    that clears one finds its facts and their counts ready: the placeholder is then
+    counted as its short head plus this block, see ``approx_text_parts``)."""
     _scored(text)
+    block = facts_block(text)
+    if block:
+        approx_text(block)
+        counter = precise_counter()  # loaded: this runs on the precount thread
+        if counter is not None:
+            counter.count_text(block)
 
 
 if remember_facts not in PRECOUNT_HOOKS:
@@ -279,10 +287,16 @@ def result_gist(text: str, *, limit: int = 3) -> list[str]:
 def with_facts(placeholder: str, text: str) -> str:
     """``placeholder`` followed by the fact lines of ``text`` (if any): its last line (where
     commands report their outcome) first, then the lines :func:`fact_lines` picks."""
+    return placeholder + facts_block(text)
+
+
+def facts_block(text: str) -> str:
+    """What :func:`with_facts` appends to a placeholder for ``text`` (``""`` when ``text``
+    has no fact line): :data:`FACTS_MARK` and the lines."""
     line = _last_line(text)
     last = [_clip(line)] if line and not _NOISE_RE.match(line) else []
     facts = list(dict.fromkeys([*last, *fact_lines(text, limit=DEFAULT_LIMIT - len(last))]))
-    return append_facts(placeholder, facts)
+    return append_facts("", facts)
 
 
 def placeholder_facts(placeholder: str, *, limit: int = 3) -> list[str]:

@@ -614,7 +614,18 @@ class Compactor:
         """The micro-compaction step as a sans-IO generator: plan (clear old read results,
         digest oversized ones, under pressure only), redact, archive the originals, tag."""
         before = messages if isinstance(messages, list) else list(messages)
-        precount_unread(before)  # their precise sizes, counted off this thread
+        try:
+            return (yield from self._micro_steps(before, thread_id))
+        finally:
+            # The unread results' precise sizes and fact lines, worked out off this thread
+            # for the turn that clears them; asked for once this step is done, so the
+            # worker (which holds the interpreter while it scores lines) runs beside the
+            # model call rather than beside this step.
+            precount_unread(before)
+
+    def _micro_steps(
+        self, before: list[BaseMessage], thread_id: str
+    ) -> Generator[Op, Outcome, MicroStep]:
         result = micro_compact_with_count(
             before,
             self.config,

@@ -25,7 +25,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from langchain_compact._facts import with_facts
+from langchain_compact._facts import facts_block
 from langchain_compact._placeholders import (
     DEFAULT_PLACEHOLDER,
     DEFAULT_TRUNCATION_NOTICE,
@@ -64,7 +64,7 @@ from langchain_compact.markers import (
 from langchain_compact.tokens import (
     TiktokenCounter,
     TokenCounter,
-    approx_text,
+    approx_text_parts,
     approximate_tokens,
     check_message,
     context_tokens,
@@ -100,12 +100,14 @@ def _usage_anchor(messages: Sequence[BaseMessage]) -> str | None:
     return None
 
 
-def _tokens(text: str, counter: TokenCounter) -> int:
-    """Tokens of ``text`` alone under ``counter`` (fast paths for the package's counters)."""
+def _tokens(text: str, counter: TokenCounter, cut: int = 0) -> int:
+    """Tokens of ``text`` alone under ``counter`` (fast paths for the package's counters,
+    which count a placeholder as its head and its fact lines, ``cut`` apart, and remember
+    the sum for the message's later counts)."""
     if counter is approximate_tokens:
-        return approx_text(text)
+        return approx_text_parts(text, cut)
     if isinstance(counter, TiktokenCounter):
-        return counter.count_text(text)
+        return counter.count_text_parts(text, cut)
     return max(0, counter([HumanMessage(text)]) - counter([HumanMessage("")]))
 
 
@@ -146,23 +148,27 @@ def result_name(message: BaseMessage, names: dict[str, str]) -> str:
 
 def _placeholder_text(
     msg: ToolMessage, text: str, template: str, chars: int, tokens: int, name: str
-) -> str:
-    new_text = cleared_text(
+) -> tuple[str, int]:
+    """The placeholder of ``msg`` and where its fact lines start (the length of its head):
+    the two parts are counted apart, the fact lines' counts made ahead with the result's
+    (:func:`~langchain_compact._facts.remember_facts`)."""
+    head = cleared_text(
         template, name=name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
     )
     # The facts (key = value, ids, paths, URLs) stay visible in the placeholder.
-    return with_facts(new_text, text)
+    return head + facts_block(text), len(head)
 
 
-def _saved_precise(text: str, new_text: str, earlier: int = 0) -> dict[str, int]:
+def _saved_precise(text: str, new_text: str, earlier: int = 0, cut: int = 0) -> dict[str, int]:
     """``{"saved_precise": n}``: what a replacement saved as tiktoken (o200k) counts it,
     plus ``earlier`` (saved since the same usage report), so a calibration that counts
     with tiktoken credits the report in its own units (``saved_tokens`` is in the
-    configured counter's); ``{}`` where tiktoken cannot be loaded."""
+    configured counter's); ``{}`` where tiktoken cannot be loaded. ``cut``: where a
+    placeholder's fact lines start (counted apart, see ``count_text_parts``)."""
     precise = precise_counter()
     if precise is None:
         return {}
-    saved = max(0, precise.count_text(text) - precise.count_text(new_text))
+    saved = max(0, precise.count_text(text) - precise.count_text_parts(new_text, cut))
     return {"saved_precise": saved + earlier}
 
 
@@ -177,8 +183,8 @@ def _clear_one(
     # characters, and (for a custom template) its tokens, what the cut removed included.
     chars = int(meta.get("original_chars", len(text)))
     original = tokens + int(meta.get("removed_tokens", 0))
-    new_text = _placeholder_text(msg, text, template, chars, original, name)
-    saved = tokens - _tokens(new_text, counter)
+    new_text, cut = _placeholder_text(msg, text, template, chars, original, name)
+    saved = tokens - _tokens(new_text, counter, cut)
     if saved <= 0:  # a placeholder longer than the result would only grow the context
         return None
     removed = int(meta.get("removed_tokens", 0)) + saved
@@ -194,7 +200,7 @@ def _clear_one(
         saved_tokens=since,
         removed_tokens=removed,
         usage_anchor=anchor,
-        **_saved_precise(text, new_text, earlier),
+        **_saved_precise(text, new_text, earlier, cut),
     )
 
 
@@ -354,7 +360,10 @@ def cleared_tokens(msg: ToolMessage, counter: TokenCounter = approximate_tokens)
     text = tool_result_text(msg)
     chars = int(get_meta(msg).get("original_chars", len(text)))
     tokens = _tokens(text, counter)
-    new_text = _placeholder_text(msg, text, DEFAULT_PLACEHOLDER, chars, tokens, msg.name or "tool")
+    new_text, cut = _placeholder_text(
+        msg, text, DEFAULT_PLACEHOLDER, chars, tokens, msg.name or "tool"
+    )
+    _tokens(new_text, counter, cut)  # the package's counters remember it counted in parts
     own = counter([msg])
     return min(own, counter([msg.model_copy(update={"content": new_text, "artifact": None})]))
 

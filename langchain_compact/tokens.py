@@ -245,6 +245,37 @@ def approx_text(text: str) -> int:
     return n
 
 
+def approx_text_parts(text: str, cut: int) -> int:
+    """:func:`approx_text` of ``text`` counted as ``text[:cut]`` plus ``text[cut:]`` when
+    it is not cached yet (each part may be: a placeholder's fact lines are counted ahead
+    with its result), and cached as that sum. The estimate is a sum over pieces, so the
+    two agree but for the piece the cut may split."""
+    if not 0 < cut < len(text) or len(text) < UNCACHED_BELOW:
+        return approx_text(text)
+    key = _text_key(text)
+    cached = _APPROX_TEXT_CACHE.get(key)
+    if cached is not None:
+        return cached
+    n = approx_text(text[:cut]) + approx_text(text[cut:])
+    _make_room(_APPROX_TEXT_CACHE, _APPROX_TEXT_LIMIT)
+    _APPROX_TEXT_CACHE[key] = n
+    return n
+
+
+def remember_parts(text: str, cut: int, counter: TokenCounter) -> None:
+    """Count ``text`` as ``text[:cut]`` plus ``text[cut:]`` by the estimate, under
+    ``counter`` (a :class:`TiktokenCounter`) and under :func:`precise_counter` (when it is
+    loaded),
+    and cache the sums, so the counts of a message built from a text counted ahead (a
+    prepared merge under a new header) find it instead of reading it again."""
+    approx_text_parts(text, cut)  # the estimate is read beside any counter
+    if isinstance(counter, TiktokenCounter):
+        counter.count_text_parts(text, cut)
+    precise = _precise[0] if _precise else None
+    if precise is not None and precise is not counter:
+        precise.count_text_parts(text, cut)
+
+
 def check_message(message: object, index: int) -> BaseMessage:
     """``message`` if it is a ``BaseMessage``; else an error naming ``messages[index]``."""
     if not isinstance(message, BaseMessage):
@@ -510,6 +541,22 @@ class TiktokenCounter:
             if encoder is None
             else len(encoder.encode(text, disallowed_special=()))
         )
+        _make_room(self._cache, self._generation)
+        self._cache[key] = n
+        return n
+
+    def count_text_parts(self, text: str, cut: int) -> int:
+        """:meth:`count_text` of ``text`` counted as ``text[:cut]`` plus ``text[cut:]``
+        when it is not cached yet, and cached as that sum (see :func:`approx_text_parts`;
+        cut at a line break, the sum differs from encoding the whole by at most the one
+        token the break may share with the character before it)."""
+        if not 0 < cut < len(text) or len(text) < UNCACHED_BELOW:
+            return self.count_text(text)
+        key = _text_key(text)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        n = self.count_text(text[:cut]) + self.count_text(text[cut:])
         _make_room(self._cache, self._generation)
         self._cache[key] = n
         return n
