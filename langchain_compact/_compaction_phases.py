@@ -93,6 +93,7 @@ from langchain_compact.tokens import (
     approximate_tokens,
     calibration,
     precise_counter,
+    remember_parts,
 )
 
 if TYPE_CHECKING:
@@ -522,7 +523,8 @@ def merge_summaries(
         metadata={"index": index},
     )
     ready = draft.job.prepared_merge
-    if ready is not None and ready[0] == tuple(message_key(m) for m in earlier):
+    ahead = ready is not None and ready[0] == tuple(message_key(m) for m in earlier)
+    if ready is not None and ahead:
         merged_text = ready[1]  # prepared beside the model call: no work at the trigger
     else:
         merged_text, _, merge_errors = yield from summarize_steps(
@@ -533,8 +535,11 @@ def merge_summaries(
         )
         draft.errors += merge_errors
         merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)
+    merged_header = merged_summary_header(last=index - 1)
+    if ahead:  # the text was counted when it was prepared: the header alone
+        remember_parts(merged_header + merged_text, len(merged_header), draft.counter)
     merged_msg = summary_message(
-        merged_summary_header(last=index - 1) + merged_text,
+        merged_header + merged_text,
         config,
         earlier,
         index=index - 1,
@@ -563,13 +568,20 @@ def premerge(
         return [], ""
     budget = int(config.summary_budget_ratio * window)
     body_tokens = counter([HumanMessage(text)]) + SUMMARY_HEADER_TOKENS
-    if counter(earlier) + body_tokens <= budget:
+    # The summary the trigger writes is this text plus its fidelity supplement (known only
+    # then): a merge that its supplement could make due is prepared too (unused if not).
+    if counter(earlier) + body_tokens + facts_bound(config) <= budget:
         return [], ""
     merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
     joined = merger(ExtractiveSummarizer(), prepared=True).summarize(
         earlier, max_tokens=min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2))
     )
     merged = dense_merge(earlier, joined, merge_bound, soft_tokens=budget // 4)
+    # Counted here too, so the trigger counts only the merged summary's new header.
+    remember_parts(merged, 0, counter)
+    precise = precise_counter()
+    if precise is not None:
+        precise.count_text(merged)
     return [message_key(m) for m in earlier], merged
 
 

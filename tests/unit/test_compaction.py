@@ -595,3 +595,49 @@ def test_a_merge_prepared_with_the_summary_is_what_the_trigger_uses() -> None:
         assert result.merged == 2
         assert ("PREPARED MERGE" in result.messages[1].text) is used
         assert len(summarizer.calls) == calls  # the prepared summary: no model call either way
+
+
+def test_a_merge_the_supplement_could_make_due_is_prepared_too() -> None:
+    """premerge sees the summary without the fidelity supplement the trigger adds to it:
+    when the summaries and the summary fit the budget but the supplement could push them
+    over, the merge is prepared as well (else the trigger merged on the spot, a model call
+    or a condensing pass in the pause that preparing removes)."""
+    from langchain_compact._compaction_phases import premerge
+    from langchain_compact._compaction_plan import plan_compaction
+    from langchain_compact._ops import facts_bound
+    from langchain_compact.budget import SUMMARY_HEADER_TOKENS
+    from langchain_compact.markers import KIND_SUMMARY, kind_of
+
+    summarizer = ScriptedSummarizer()
+    config = CompactionConfig(context_window=1200, keep_last_n=2)
+    history: list[BaseMessage] = [HumanMessage("Task: harden the service.", id="task")]
+    for k in range(1, 3):
+        history = grow(history, k, f"fact {k}")
+        history = compact_history(history, summarizer=summarizer, config=config).messages
+    history = grow(history, 3, "fact 3")
+    plan = plan_compaction(history, config)
+    assert plan is not None
+    text = "worked on: a1, t1_0"
+    earlier = [m for m in plan.head if kind_of(m) == KIND_SUMMARY]
+    assert len(earlier) == 2
+    window = 100_000
+    fits = (
+        approximate_tokens(earlier)
+        + approximate_tokens([HumanMessage(text)])
+        + SUMMARY_HEADER_TOKENS
+        + 1  # the summaries and the summary fit, with a token to spare
+    )
+    config = config.replace(context_window=window, summary_budget_ratio=(fits + 0.5) / window)
+    assert int(config.summary_budget_ratio * window) == fits
+    assert facts_bound(config) > 1  # the supplement alone could pass the budget
+    ids, merged = premerge(plan.head, text, config, approximate_tokens)
+    assert len(ids) == 2 and merged
+
+    # With room for the largest supplement beside them (the bound grows with the budget),
+    # nothing is prepared; a token less, and the merge is.
+    def at(budget: int) -> CompactionConfig:
+        return config.replace(summary_budget_ratio=(budget + 0.5) / window)
+
+    roomy = next(b for b in range(fits, 10 * window) if fits - 1 + facts_bound(at(b)) <= b)
+    assert premerge(plan.head, text, at(roomy), approximate_tokens) == ([], "")
+    assert premerge(plan.head, text, at(roomy - 1), approximate_tokens)[0] == ids
