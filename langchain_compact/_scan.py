@@ -40,6 +40,8 @@ __all__ = ["HistoryFacts", "clear_memo", "history_facts", "holding"]
 
 #: Histories remembered at once (one per thread in practice; the oldest is forgotten).
 MEMO_SIZE = 32
+#: Of them, histories that start with the same message object (threads of one process).
+MEMO_PER_FIRST = 8
 #: Histories shorter than this are scanned directly (remembering them costs more).
 MIN_MEMO_LENGTH = 64
 
@@ -156,7 +158,10 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
 
 
 _EMPTY = HistoryFacts()
-_memo: OrderedDict[int, tuple[list[object], HistoryFacts]] = OrderedDict()
+#: Remembered histories by the identity of their first message, several per first message:
+#: threads in one process often start with the same message object (a module-level system
+#: prompt), and one entry per first message made them evict each other on every turn.
+_memo: OrderedDict[int, list[tuple[list[object], HistoryFacts]]] = OrderedDict()
 _lock = threading.Lock()
 _held: ContextVar[tuple[Sequence[object], HistoryFacts] | None] = ContextVar(
     "langchain_compact_held_facts", default=None
@@ -181,35 +186,43 @@ def history_facts(messages: Sequence[object]) -> HistoryFacts | None:
         return _extend(_EMPTY, messages)
     items = messages if isinstance(messages, list) else list(messages)
     key = id(items[0])
-    with _lock:  # one history at a time: the remembered list is extended in place
-        entry = _memo.get(key)
-        if entry is not None:
-            seen, facts = entry
+    with _lock:  # one history at a time: a remembered list is extended in place
+        entries = _memo.get(key, [])
+        for k, (seen, facts) in enumerate(entries):
             n = len(seen)
-            # Cheap rejections first (a reloaded or forked thread has other objects).
-            if n <= len(items) and seen[0] is items[0] and seen[-1] is items[n - 1]:
-                seen.extend(items[n:])
-                try:
-                    # Identity first, then equality: a memory-speed pass over the pointers.
-                    if seen == items:
-                        _memo.move_to_end(key)
-                        if n == len(items):
-                            return facts
-                        longer = _extend(facts, items)
-                        if longer is not None:
-                            _memo[key] = (seen, longer)
-                            return longer
-                except BaseException:
-                    del seen[n:]  # the remembered list describes ``facts`` again
-                    raise
-                del seen[n:]
+            # Cheap rejections first (another thread, a reloaded or forked one).
+            if n > len(items) or seen[0] is not items[0] or seen[-1] is not items[n - 1]:
+                continue
+            seen.extend(items[n:])
+            try:
+                # Identity first, then equality: a memory-speed pass over the pointers.
+                same = seen == items
+                longer = facts if not same or n == len(items) else _extend(facts, items)
+            except BaseException:
+                del seen[n:]  # the remembered list describes ``facts`` again
+                raise
+            if same and longer is not None:
+                _memo.move_to_end(key)
+                entries.pop(k)
+                entries.insert(0, (seen, longer))
+                return longer
+            del seen[n:]
+            if longer is None:
+                return None  # a message is not a BaseMessage: the caller names it
     fresh = _extend(_EMPTY, items)  # outside the lock: a first read of a long history
     if fresh is not None:
         with _lock:
-            _memo[key] = (list(items), fresh)
+            # Newest first; an edited history's earlier version is pushed out in turn (a
+            # stale entry costs a later lookup one pass over pointers at most).
+            entries = _memo.setdefault(key, [])
+            entries.insert(0, (list(items), fresh))
+            del entries[MEMO_PER_FIRST:]
             _memo.move_to_end(key)
-            while len(_memo) > MEMO_SIZE:
-                _memo.popitem(last=False)
+            while sum(len(e) for e in _memo.values()) > MEMO_SIZE:
+                oldest = next(iter(_memo.values()))
+                oldest.pop()
+                if not oldest:
+                    _memo.popitem(last=False)
     return fresh
 
 

@@ -299,6 +299,26 @@ def test_a_turn_reads_the_metadata_of_the_new_messages_only() -> None:
     assert get_meta_calls(turn) <= 20, "a turn must not read the whole history's metadata"
 
 
+def test_threads_that_start_with_the_same_message_object_do_not_evict_each_other() -> None:
+    """Threads of one process often share their first message object (a module-level
+    system prompt). Each turn of each thread still reads only its new messages, with the
+    threads' turns interleaved (one remembered history per first message made every turn
+    of either thread read the whole history again)."""
+    config = CompactionConfig(context_window=1_000_000)
+    shared = long_thread(600)
+    threads = [list(shared), [shared[0], *long_thread(900)[1:]]]
+    for history in threads:
+        decide(history, config=config)
+    for k in range(3):
+        for t, history in enumerate(threads):
+            history += [
+                AIMessage("", id=f"x{t}-{k}", usage_metadata=usage(60 + k)),
+                HumanMessage("next", id=f"h{t}-{k}"),
+            ]
+            grown = list(history)  # a new list of the same messages, as add_messages makes
+            assert get_meta_calls(lambda h=grown: decide(h, config=config)) <= 20
+
+
 # --------------------------------------------------------------------------- micro_compact
 
 
