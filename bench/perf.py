@@ -226,7 +226,11 @@ def turns_bench(turns: int, chars: int = 50_000, model_ms: float = 20.0) -> dict
 
 
 def merge_bench(
-    turns: int = 160, window: int = 6_000, latency: float = 0.1, result_chars: int = 1_200
+    turns: int = 160,
+    window: int = 6_000,
+    latency: float = 0.1,
+    result_chars: int = 1_200,
+    runs: int = 3,
 ) -> dict[str, Any]:
     """The pause at the trigger of compactions with a prepared summary that merge earlier
     summaries, beside those that do not, with an LLM summarizer (a chat model that sleeps
@@ -234,22 +238,66 @@ def merge_bench(
     call (untimed, as in ``turns``), the pause is the timed turn (micro, route, the
     compaction). Tool results of ``result_chars`` characters, each with a ``key = value``
     fact, in a ``window``-token window, so compactions come every few turns and the
-    summaries soon pass their budget."""
+    summaries soon pass their budget. The run is made ``runs`` times (other values, the
+    same shape) and the pauses pooled: a run has only a few compactions before the first
+    merge, and one slow pause must not decide a median of five."""
+    plain: list[float] = []
+    merged: list[float] = []
+    unprepared: list[float] = []
+    facts_kept = 0
+    for seed in range(runs):
+        facts_kept += _merge_run(
+            turns, window, latency, result_chars, seed, plain, merged, unprepared
+        )
+
+    def ms(xs: list[float], q: Callable[[list[float]], float]) -> float | None:
+        return round(q(xs) * 1e3, 1) if xs else None
+
+    plain_ms, merged_ms = ms(plain, statistics.median), ms(merged, statistics.median)
+    return {
+        "turns": turns,
+        "runs": runs,
+        "window": window,
+        "summarizer_latency_ms": round(latency * 1e3),
+        "compactions": len(plain) + len(merged) + len(unprepared),
+        # compactions that found no prepared summary (their pause holds the model call);
+        # the two figures below are over the prepared ones
+        "unprepared": len(unprepared),
+        "unprepared_pause_ms_median": ms(unprepared, statistics.median),
+        "merges": len(merged),
+        # values still stated in the final histories (the summaries, merged or not, included)
+        "facts_kept": facts_kept,
+        "facts": turns * runs,
+        "compaction_pause_ms": {"median": plain_ms, "max": ms(plain, max)},
+        "merge_pause_ms": {"median": merged_ms, "max": ms(merged, max)},
+        "merge_over_compaction": _ratio(merged_ms, plain_ms),
+    }
+
+
+def _merge_run(
+    turns: int,
+    window: int,
+    latency: float,
+    result_chars: int,
+    seed: int,
+    plain: list[float],
+    merged: list[float],
+    unprepared: list[float],
+) -> int:
+    """One run of :func:`merge_bench`: its pauses appended to the three lists; returns how
+    many of its values the final history still states."""
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
     from bench._pause_models import SleepySummarizer
     from langchain_compact import CompactionConfig, CompactionNodes, LLMSummarizer
 
-    rng = random.Random(11)
+    rng = random.Random(11 + seed)
     run = _Run(window)
     run.nodes = CompactionNodes(
         config=CompactionConfig(context_window=window, prepare=True, micro_exclude_tools=("f",)),
         summarizer=LLMSummarizer(SleepySummarizer(latency=latency)),
     )
     run.add([HumanMessage("Fetch every page; report every value.", id="task")])
-    plain: list[float] = []
-    merged: list[float] = []
-    unprepared: list[float] = []
     facts: list[str] = []
     for t in range(turns):
         call = {"name": "f", "args": {"page": t}, "id": f"c{t}"}
@@ -265,27 +313,8 @@ def merge_bench(
                 unprepared.append(seconds)
             else:
                 (merged if report.get("merged_summaries") else plain).append(seconds)
-
-    def ms(xs: list[float], q: Callable[[list[float]], float]) -> float | None:
-        return round(q(xs) * 1e3, 1) if xs else None
-
-    plain_ms, merged_ms = ms(plain, statistics.median), ms(merged, statistics.median)
-    return {
-        "turns": turns,
-        "window": window,
-        "summarizer_latency_ms": round(latency * 1e3),
-        "compactions": len(plain) + len(merged) + len(unprepared),
-        # compactions that found no prepared summary (their pause holds the model call);
-        # the two figures below are over the prepared ones
-        "unprepared": len(unprepared),
-        "unprepared_pause_ms_median": ms(unprepared, statistics.median),
-        "merges": len(merged),
-        # values still stated in the final history (the summaries, merged or not, included)
-        "facts_kept": sum(f in "\n".join(m.text for m in run.state["messages"]) for f in facts),
-        "compaction_pause_ms": {"median": plain_ms, "max": ms(plain, max)},
-        "merge_pause_ms": {"median": merged_ms, "max": ms(merged, max)},
-        "merge_over_compaction": _ratio(merged_ms, plain_ms),
-    }
+    final = "\n".join(m.text for m in run.state["messages"])
+    return sum(f in final for f in facts)
 
 
 def decision_bench(history: list[Any], sizes: Sequence[int], calls: int = 12) -> dict[str, Any]:
@@ -380,7 +409,7 @@ def measure(*, quick: bool, sizes: Sequence[int]) -> dict[str, Any]:
     t0 = time.perf_counter()
     out["turns"] = turns_bench(40 if quick else 400)
     print(f"[perf] turns: {out['turns']['ordinary_ms']}", file=sys.stderr, flush=True)
-    out["merge"] = merge_bench(turns=60 if quick else 160)
+    out["merge"] = merge_bench(turns=60 if quick else 160, runs=1 if quick else 3)
     print(f"[perf] merge: {out['merge']}", file=sys.stderr, flush=True)
     out["import"] = import_bench(1 if quick else 3)
     transcripts = load_transcripts()

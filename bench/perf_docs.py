@@ -51,12 +51,13 @@ def section(perf: dict[str, Any], memory: dict[str, Any]) -> str:
         "time adds what a loaded machine makes a turn wait).",
         "- **Merges** (same command, `merge` in the file; an LLM summarizer that sleeps "
         f"{merge.get('summarizer_latency_ms', 'n/a')} ms per call, preparing on, a "
-        f"{merge.get('window', 0):,}-token window): the pause at the trigger of the "
+        f"{merge.get('window', 0):,}-token window, {merge.get('runs', 1)} runs of "
+        f"{merge.get('turns', 0)} turns): the pause at the trigger of the "
         f"{merge.get('merges', 0)} compactions with a prepared summary that merged earlier "
         f"summaries, median {_n(merge.get('merge_pause_ms', {}).get('median'))} ms, beside "
         f"{_n(merge.get('compaction_pause_ms', {}).get('median'))} ms for the "
         f"{merge.get('compactions', 0) - merge.get('merges', 0) - merge.get('unprepared', 0)}"
-        " that did not"
+        f" that did not ({_n(merge.get('merge_over_compaction'), 2)}x)"
         + (
             f" (the {merge['unprepared']} that found no prepared summary called the model: "
             f"{_n(merge.get('unprepared_pause_ms_median'))} ms)."
