@@ -265,9 +265,8 @@ def approx_text_parts(text: str, cut: int) -> int:
 def remember_parts(text: str, cut: int, counter: TokenCounter) -> None:
     """Count ``text`` as ``text[:cut]`` plus ``text[cut:]`` by the estimate, under
     ``counter`` (a :class:`TiktokenCounter`) and under :func:`precise_counter` (when it is
-    loaded),
-    and cache the sums, so the counts of a message built from a text counted ahead (a
-    prepared merge under a new header) find it instead of reading it again."""
+    loaded), and cache the sums, so the counts of a message built from a text counted
+    ahead (a prepared merge under a new header) find it instead of reading it again."""
     approx_text_parts(text, cut)  # the estimate is read beside any counter
     if isinstance(counter, TiktokenCounter):
         counter.count_text_parts(text, cut)
@@ -896,6 +895,33 @@ def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
     )
 
 
+def _prefix_local(messages: Sequence[BaseMessage], i: int, counter: TokenCounter) -> int:
+    """``_local(messages[:i], counter)``, remembered with the facts of ``messages`` for the
+    two counters that sum a count per message, so the check of a usage report against the
+    messages it describes (made on every call where reports may describe another list: an
+    LCEL chain) counts only the messages up to the report that it has not summed before."""
+    per_message: Callable[[BaseMessage], int]
+    if counter is approximate_tokens:
+        per_message = _approx_message
+        _hold(len(messages))
+    elif type(counter) is TiktokenCounter:
+        per_message = counter._count_message
+        counter._hold(len(messages))
+    else:
+        return _local(messages[:i], counter)
+    facts = history_facts(messages)
+    if facts is None or facts.length != len(messages):
+        return _local(messages[:i], counter)
+    key = (counter, "prefix")
+    done, total = facts.counted.get(key, (0, 0))
+    if done > i:  # an earlier report than the one counted to: count it again
+        done, total = 0, 0
+    for j in range(done, i):
+        total += per_message(check_message(messages[j], j))
+    facts.counted[key] = (i, total)
+    return total + (TOKENS_REPLY_PRIMING if i else 0)
+
+
 #: A usage report whose input is below this share of the local count of the same messages
 #: describes another list (an LCEL chain's compacted copy), not another tokenizer.
 MIN_REPORTED_SHARE = 0.6
@@ -1000,7 +1026,7 @@ def _reported_and_local(
     reported = int(usage.get("input_tokens", 0))
     if credit and isinstance(counter, TiktokenCounter):
         credit = _tiktoken_credit(messages, i, credit)
-    local = _local(messages[:i], counter) + credit
+    local = _prefix_local(messages, i, counter) + credit
     if tools:
         local += (
             counter.count_tools(tools)
