@@ -524,7 +524,7 @@ def merge_summaries(
     )
     ready = draft.job.prepared_merge
     ahead = ready is not None and ready[0] == tuple(message_key(m) for m in earlier)
-    if ready is not None and ahead:
+    if ahead and ready is not None:
         merged_text = ready[1]  # prepared beside the model call: no work at the trigger
     else:
         merged_text, _, merge_errors = yield from summarize_steps(
@@ -577,11 +577,10 @@ def premerge(
         earlier, max_tokens=min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2))
     )
     merged = dense_merge(earlier, joined, merge_bound, soft_tokens=budget // 4)
-    # Counted here too, so the trigger counts only the merged summary's new header.
+    # Counted here too (tiktoken loaded first), so the trigger counts only the merged
+    # summary's new header.
+    precise_counter()
     remember_parts(merged, 0, counter)
-    precise = precise_counter()
-    if precise is not None:
-        precise.count_text(merged)
     return [message_key(m) for m in earlier], merged
 
 
