@@ -153,8 +153,8 @@ class _Run:
                 self.state[key] = value
 
     cpu: float = 0.0
-    """CPU seconds of the last turn's decision on this thread (``time.thread_time``: the
-    machine's other load and the package's own background threads left out)."""
+    """CPU seconds of the last turn on this thread, its compaction included (``time.thread_time``:
+    the machine's other load and the package's own background threads left out)."""
 
     def turn(self) -> tuple[float, bool]:
         """The decision before one model call: (seconds, whether a full compaction ran)."""
@@ -167,8 +167,9 @@ class _Run:
             self._apply(self.nodes.prepare(self.state, _RUN))
             route = "continue"
         if route == "compact":
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             self._apply(self.nodes.summarize(self.state, _RUN))
+            self.cpu += time.thread_time() - cpu
             return seconds + time.perf_counter() - start, True
         return seconds, False
 
@@ -241,19 +242,22 @@ def merge_bench(
     summaries soon pass their budget. The run is made ``runs`` times (other values, the
     same shape) and the pauses pooled: a run has only a few compactions before the first
     merge, and one slow pause must not decide a median of five."""
-    plain: list[float] = []
-    merged: list[float] = []
-    unprepared: list[float] = []
+    plain: list[tuple[float, float]] = []  # (wall, CPU on the turn's thread) per pause
+    merged: list[tuple[float, float]] = []
+    unprepared: list[tuple[float, float]] = []
     facts_kept = 0
     for seed in range(runs):
         facts_kept += _merge_run(
             turns, window, latency, result_chars, seed, plain, merged, unprepared
         )
 
-    def ms(xs: list[float], q: Callable[[list[float]], float]) -> float | None:
-        return round(q(xs) * 1e3, 1) if xs else None
+    def ms(
+        pauses: list[tuple[float, float]], q: Callable[[list[float]], float], at: int = 0
+    ) -> float | None:
+        return round(q([p[at] for p in pauses]) * 1e3, 2) if pauses else None
 
     plain_ms, merged_ms = ms(plain, statistics.median), ms(merged, statistics.median)
+    plain_cpu, merged_cpu = ms(plain, statistics.median, 1), ms(merged, statistics.median, 1)
     return {
         "turns": turns,
         "runs": runs,
@@ -271,6 +275,10 @@ def merge_bench(
         "compaction_pause_ms": {"median": plain_ms, "max": ms(plain, max)},
         "merge_pause_ms": {"median": merged_ms, "max": ms(merged, max)},
         "merge_over_compaction": _ratio(merged_ms, plain_ms),
+        # the same pauses in CPU time on the turn's thread (the machine's load left out)
+        "compaction_pause_cpu_ms": {"median": plain_cpu},
+        "merge_pause_cpu_ms": {"median": merged_cpu},
+        "merge_over_compaction_cpu": _ratio(merged_cpu, plain_cpu),
     }
 
 
@@ -280,9 +288,9 @@ def _merge_run(
     latency: float,
     result_chars: int,
     seed: int,
-    plain: list[float],
-    merged: list[float],
-    unprepared: list[float],
+    plain: list[tuple[float, float]],
+    merged: list[tuple[float, float]],
+    unprepared: list[tuple[float, float]],
 ) -> int:
     """One run of :func:`merge_bench`: its pauses appended to the three lists; returns how
     many of its values the final history still states."""
@@ -309,10 +317,11 @@ def _merge_run(
         seconds, compacted = run.turn()
         report = run.state.get("last_compaction")
         if compacted and report is not None and report is not before:
+            pause = (seconds, run.cpu)
             if not report.get("prepared"):  # no prepared summary: the model is called
-                unprepared.append(seconds)
+                unprepared.append(pause)
             else:
-                (merged if report.get("merged_summaries") else plain).append(seconds)
+                (merged if report.get("merged_summaries") else plain).append(pause)
     final = "\n".join(m.text for m in run.state["messages"])
     return sum(f in final for f in facts)
 

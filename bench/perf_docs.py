@@ -57,7 +57,10 @@ def section(perf: dict[str, Any], memory: dict[str, Any]) -> str:
         f"summaries, median {_n(merge.get('merge_pause_ms', {}).get('median'))} ms, beside "
         f"{_n(merge.get('compaction_pause_ms', {}).get('median'))} ms for the "
         f"{merge.get('compactions', 0) - merge.get('merges', 0) - merge.get('unprepared', 0)}"
-        f" that did not ({_n(merge.get('merge_over_compaction'), 2)}x)"
+        f" that did not ({_n(merge.get('merge_over_compaction'), 2)}x; in CPU time on the "
+        f"turn's thread {_n(merge.get('merge_pause_cpu_ms', {}).get('median'), 2)} and "
+        f"{_n(merge.get('compaction_pause_cpu_ms', {}).get('median'), 2)} ms, "
+        f"{_n(merge.get('merge_over_compaction_cpu'), 2)}x)"
         + (
             f" (the {merge['unprepared']} that found no prepared summary called the model: "
             f"{_n(merge.get('unprepared_pause_ms_median'))} ms)."
