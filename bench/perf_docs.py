@@ -62,8 +62,8 @@ def section(perf: dict[str, Any], memory: dict[str, Any]) -> str:
         f"{_n(merge.get('compaction_pause_cpu_ms', {}).get('median'), 2)} ms, "
         f"{_n(merge.get('merge_over_compaction_cpu'), 2)}x)"
         + (
-            f" (the {merge['unprepared']} that found no prepared summary called the model: "
-            f"{_n(merge.get('unprepared_pause_ms_median'))} ms)."
+            f". The {merge['unprepared']} that found no prepared summary called the model: "
+            f"{_n(merge.get('unprepared_pause_ms_median'))} ms."
             if merge.get("unprepared")
             else "; every compaction found its summary prepared."
         ),
