@@ -93,7 +93,6 @@ from langchain_compact.tokens import (
     approximate_tokens,
     calibration,
     precise_counter,
-    remember_parts,
 )
 
 if TYPE_CHECKING:
@@ -523,8 +522,7 @@ def merge_summaries(
         metadata={"index": index},
     )
     ready = draft.job.prepared_merge
-    ahead = ready is not None and ready[0] == tuple(message_key(m) for m in earlier)
-    if ahead and ready is not None:
+    if ready is not None and ready[0] == tuple(message_key(m) for m in earlier):
         merged_text = ready[1]  # prepared beside the model call: no work at the trigger
     else:
         merged_text, _, merge_errors = yield from summarize_steps(
@@ -535,11 +533,9 @@ def merge_summaries(
         )
         draft.errors += merge_errors
         merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)
-    merged_header = merged_summary_header(last=index - 1)
-    if ahead:  # the text was counted when it was prepared: the header alone
-        remember_parts(merged_header + merged_text, len(merged_header), draft.counter)
     merged_msg = summary_message(
-        merged_header + merged_text,
+        # counted as the header plus the text, which a prepared merge counted ahead
+        merged_summary_header(last=index - 1) + merged_text,
         config,
         earlier,
         index=index - 1,
@@ -577,10 +573,12 @@ def premerge(
         earlier, max_tokens=min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2))
     )
     merged = dense_merge(earlier, joined, merge_bound, soft_tokens=budget // 4)
-    # Counted here too (tiktoken loaded first), so the trigger counts only the merged
-    # summary's new header.
-    precise_counter()
-    remember_parts(merged, 0, counter)
+    # Counted here too, so the trigger counts only the merged summary's new header (a
+    # merged summary is counted as its header plus this text: ``tokens.parts_cut``).
+    approx_text(merged)
+    for each in (counter, precise_counter()):
+        if isinstance(each, TiktokenCounter):
+            each.count_text(merged)
     return [message_key(m) for m in earlier], merged
 
 

@@ -64,7 +64,7 @@ from langchain_compact.markers import (
 from langchain_compact.tokens import (
     TiktokenCounter,
     TokenCounter,
-    approx_text_parts,
+    approx_text,
     approximate_tokens,
     check_message,
     context_tokens,
@@ -100,14 +100,13 @@ def _usage_anchor(messages: Sequence[BaseMessage]) -> str | None:
     return None
 
 
-def _tokens(text: str, counter: TokenCounter, cut: int = 0) -> int:
+def _tokens(text: str, counter: TokenCounter) -> int:
     """Tokens of ``text`` alone under ``counter`` (fast paths for the package's counters,
-    which count a placeholder as its head and its fact lines, ``cut`` apart, and remember
-    the sum for the message's later counts)."""
+    which count a placeholder as its head plus its fact lines: ``tokens.parts_cut``)."""
     if counter is approximate_tokens:
-        return approx_text_parts(text, cut)
+        return approx_text(text)
     if isinstance(counter, TiktokenCounter):
-        return counter.count_text_parts(text, cut)
+        return counter.count_text(text)
     return max(0, counter([HumanMessage(text)]) - counter([HumanMessage("")]))
 
 
@@ -148,27 +147,26 @@ def result_name(message: BaseMessage, names: dict[str, str]) -> str:
 
 def _placeholder_text(
     msg: ToolMessage, text: str, template: str, chars: int, tokens: int, name: str
-) -> tuple[str, int]:
-    """The placeholder of ``msg`` and where its fact lines start (the length of its head):
-    the two parts are counted apart, the fact lines' counts made ahead with the result's
-    (:func:`~langchain_compact._facts.remember_facts`)."""
+) -> str:
+    """The placeholder of ``msg``: its head, then the fact lines of ``text`` (whose counts
+    were made ahead with the result's, :func:`~langchain_compact._facts.remember_facts`;
+    the placeholder is counted as the two parts, ``tokens.parts_cut``)."""
     head = cleared_text(
         template, name=name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
     )
     # The facts (key = value, ids, paths, URLs) stay visible in the placeholder.
-    return head + facts_block(text), len(head)
+    return head + facts_block(text)
 
 
-def _saved_precise(text: str, new_text: str, earlier: int = 0, cut: int = 0) -> dict[str, int]:
+def _saved_precise(text: str, new_text: str, earlier: int = 0) -> dict[str, int]:
     """``{"saved_precise": n}``: what a replacement saved as tiktoken (o200k) counts it,
     plus ``earlier`` (saved since the same usage report), so a calibration that counts
     with tiktoken credits the report in its own units (``saved_tokens`` is in the
-    configured counter's); ``{}`` where tiktoken cannot be loaded. ``cut``: where a
-    placeholder's fact lines start (counted apart, see ``count_text_parts``)."""
+    configured counter's); ``{}`` where tiktoken cannot be loaded."""
     precise = precise_counter()
     if precise is None:
         return {}
-    saved = max(0, precise.count_text(text) - precise.count_text_parts(new_text, cut))
+    saved = max(0, precise.count_text(text) - precise.count_text(new_text))
     return {"saved_precise": saved + earlier}
 
 
@@ -183,8 +181,8 @@ def _clear_one(
     # characters, and (for a custom template) its tokens, what the cut removed included.
     chars = int(meta.get("original_chars", len(text)))
     original = tokens + int(meta.get("removed_tokens", 0))
-    new_text, cut = _placeholder_text(msg, text, template, chars, original, name)
-    saved = tokens - _tokens(new_text, counter, cut)
+    new_text = _placeholder_text(msg, text, template, chars, original, name)
+    saved = tokens - _tokens(new_text, counter)
     if saved <= 0:  # a placeholder longer than the result would only grow the context
         return None
     removed = int(meta.get("removed_tokens", 0)) + saved
@@ -200,7 +198,7 @@ def _clear_one(
         saved_tokens=since,
         removed_tokens=removed,
         usage_anchor=anchor,
-        **_saved_precise(text, new_text, earlier, cut),
+        **_saved_precise(text, new_text, earlier),
     )
 
 
@@ -360,10 +358,7 @@ def cleared_tokens(msg: ToolMessage, counter: TokenCounter = approximate_tokens)
     text = tool_result_text(msg)
     chars = int(get_meta(msg).get("original_chars", len(text)))
     tokens = _tokens(text, counter)
-    new_text, cut = _placeholder_text(
-        msg, text, DEFAULT_PLACEHOLDER, chars, tokens, msg.name or "tool"
-    )
-    _tokens(new_text, counter, cut)  # the package's counters remember it counted in parts
+    new_text = _placeholder_text(msg, text, DEFAULT_PLACEHOLDER, chars, tokens, msg.name or "tool")
     own = counter([msg])
     return min(own, counter([msg.model_copy(update={"content": new_text, "artifact": None})]))
 

@@ -31,6 +31,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langchain_compact._placeholders import FACTS_MARK, MERGED_SUMMARY_HEADER
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
 from langchain_compact.errors import InvalidHistoryError
@@ -239,40 +240,29 @@ def approx_text(text: str) -> int:
     cached = _APPROX_TEXT_CACHE.get(key)
     if cached is not None:
         return cached
-    n = _estimate(text)
+    cut = parts_cut(text)
+    n = approx_text(text[:cut]) + approx_text(text[cut:]) if cut else _estimate(text)
     _make_room(_APPROX_TEXT_CACHE, _APPROX_TEXT_LIMIT)
     _APPROX_TEXT_CACHE[key] = n
     return n
 
 
-def approx_text_parts(text: str, cut: int) -> int:
-    """:func:`approx_text` of ``text`` counted as ``text[:cut]`` plus ``text[cut:]`` when
-    it is not cached yet (each part may be: a placeholder's fact lines are counted ahead
-    with its result), and cached as that sum. The estimate is a sum over pieces, so the
-    two agree but for the piece the cut may split."""
-    if not 0 < cut < len(text) or len(text) < UNCACHED_BELOW:
-        return approx_text(text)
-    key = _text_key(text)
-    cached = _APPROX_TEXT_CACHE.get(key)
-    if cached is not None:
-        return cached
-    n = approx_text(text[:cut]) + approx_text(text[cut:])
-    _make_room(_APPROX_TEXT_CACHE, _APPROX_TEXT_LIMIT)
-    _APPROX_TEXT_CACHE[key] = n
-    return n
+_MERGED_OPEN = MERGED_SUMMARY_HEADER.partition("{")[0]
+_HEADER_CLOSE = "]\n\n"
 
 
-def remember_parts(text: str, cut: int, counter: TokenCounter) -> None:
-    """Count ``text`` as ``text[:cut]`` plus ``text[cut:]`` by the estimate, under
-    ``counter`` (a :class:`TiktokenCounter`) and under :func:`precise_counter` (when it is
-    loaded), and cache the sums, so the counts of a message built from a text counted
-    ahead (a prepared merge under a new header) find it instead of reading it again."""
-    approx_text_parts(text, cut)  # the estimate is read beside any counter
-    if isinstance(counter, TiktokenCounter):
-        counter.count_text_parts(text, cut)
-    precise = _precise[0] if _precise else None
-    if precise is not None and precise is not counter:
-        precise.count_text_parts(text, cut)
+def parts_cut(text: str) -> int:
+    """Where a text this package writes in two parts is counted as two (``0``: whole): a
+    placeholder before its fact lines (counted ahead with its result, see
+    :func:`precount_unread`), a merged summary after its header (its body counted where the
+    merge was prepared). A pure function of the text, so a text counts the same in every
+    process whatever its caches hold; the sum differs from counting the whole by at most
+    the token the cut may split (a line break joined to the character before it)."""
+    if text.startswith(_MERGED_OPEN):
+        end = text.find(_HEADER_CLOSE) + len(_HEADER_CLOSE)
+        return end if len(_HEADER_CLOSE) < end < len(text) else 0
+    at = text.find(FACTS_MARK)
+    return at if at > 0 else 0
 
 
 def check_message(message: object, index: int) -> BaseMessage:
@@ -534,28 +524,16 @@ class TiktokenCounter:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        encoder = self._load()
-        n = (
-            approx_text(text)
-            if encoder is None
-            else len(encoder.encode(text, disallowed_special=()))
-        )
-        _make_room(self._cache, self._generation)
-        self._cache[key] = n
-        return n
-
-    def count_text_parts(self, text: str, cut: int) -> int:
-        """:meth:`count_text` of ``text`` counted as ``text[:cut]`` plus ``text[cut:]``
-        when it is not cached yet, and cached as that sum (see :func:`approx_text_parts`;
-        cut at a line break, the sum differs from encoding the whole by at most the one
-        token the break may share with the character before it)."""
-        if not 0 < cut < len(text) or len(text) < UNCACHED_BELOW:
-            return self.count_text(text)
-        key = _text_key(text)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        n = self.count_text(text[:cut]) + self.count_text(text[cut:])
+        cut = parts_cut(text)
+        if cut:  # counted as its parts, each maybe counted ahead (see parts_cut)
+            n = self.count_text(text[:cut]) + self.count_text(text[cut:])
+        else:
+            encoder = self._load()
+            n = (
+                approx_text(text)
+                if encoder is None
+                else len(encoder.encode(text, disallowed_special=()))
+            )
         _make_room(self._cache, self._generation)
         self._cache[key] = n
         return n
