@@ -516,27 +516,27 @@ class TiktokenCounter:
         if not text:
             return 0
         if len(text) < UNCACHED_BELOW:
-            encoder = self._load()
-            if encoder is None:
-                return approx_text(text)
-            return len(encoder.encode(text, disallowed_special=()))
+            return self._encoded(text)
         key = _text_key(text)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        cut = parts_cut(text)
-        if cut:  # counted as its parts, each maybe counted ahead (see parts_cut)
-            n = self.count_text(text[:cut]) + self.count_text(text[cut:])
-        else:
-            encoder = self._load()
-            n = (
-                approx_text(text)
-                if encoder is None
-                else len(encoder.encode(text, disallowed_special=()))
-            )
+        cut = parts_cut(text)  # counted as its parts, each maybe counted ahead
+        n = (
+            self.count_text(text[:cut]) + self.count_text(text[cut:])
+            if cut
+            else self._encoded(text)
+        )
         _make_room(self._cache, self._generation)
         self._cache[key] = n
         return n
+
+    def _encoded(self, text: str) -> int:
+        """Tokens of ``text`` by the encoding (the estimate where it cannot be loaded)."""
+        encoder = self._load()
+        if encoder is None:
+            return approx_text(text)
+        return len(encoder.encode(text, disallowed_special=()))
 
     def count_tools(self, tools: Sequence[Any]) -> int:
         """Tokens of tool schemas as sent with a request (JSON of the OpenAI tool format)."""
@@ -808,29 +808,51 @@ def _approx_message(message: BaseMessage) -> int:
     return _cached_count(message, _APPROX_CACHE, _APPROX_LIMIT, approx_text)
 
 
-def _running_count(
-    messages: Sequence[BaseMessage], facts: HistoryFacts | None, counter: TokenCounter
+def _summed(
+    messages: Sequence[BaseMessage],
+    facts: HistoryFacts | None,
+    counter: TokenCounter,
+    key: Any,
+    end: int,
 ) -> int | None:
-    """``counter(messages)`` for the two counters that sum a count per message
-    (:func:`approximate_tokens`, :class:`TiktokenCounter`), counting only the messages the
-    remembered facts of this history have not summed yet; ``None`` for another counter or
-    without facts (the caller counts the whole list). So a history counted locally on every
-    turn (no usage reports) costs O(new messages) per turn."""
+    """The per-message counts of ``messages[:end]`` summed, for the two counters that sum a
+    count per message (:func:`approximate_tokens`, :class:`TiktokenCounter`), remembered in
+    ``facts.counted[key]`` so a later call on the grown history sums only the messages after
+    the ones summed before; ``None`` for another counter or without facts of ``messages``."""
     per_message: Callable[[BaseMessage], int]
     if counter is approximate_tokens:
-        per_message, extra = _approx_message, 0
+        per_message = _approx_message
         _hold(len(messages))
     elif type(counter) is TiktokenCounter:
-        per_message, extra = counter._count_message, counter._tools_tokens
+        per_message = counter._count_message
         counter._hold(len(messages))
     else:
         return None
-    if facts is None or facts.length != len(messages) or not messages:
+    if facts is None or facts.length != len(messages):
         return None
-    done, total = facts.counted.get(counter, (0, 0))
-    for i in range(done, len(messages)):
+    done, total = facts.counted.get(key, (0, 0))
+    if done > end:  # summed further than asked (an earlier usage report): sum again
+        done, total = 0, 0
+    for i in range(done, end):
         total += per_message(messages[i])
-    facts.counted[counter] = (len(messages), total)
+    facts.counted[key] = (end, total)
+    return total
+
+
+def _running_count(
+    messages: Sequence[BaseMessage], facts: HistoryFacts | None, counter: TokenCounter
+) -> int | None:
+    """``counter(messages)`` for the two counters that sum a count per message, counting
+    only the messages the remembered facts of this history have not summed yet
+    (:func:`_summed`); ``None`` for another counter or without facts (the caller counts the
+    whole list). So a history counted locally on every turn (no usage reports) costs
+    O(new messages) per turn."""
+    if not messages:
+        return None
+    total = _summed(messages, facts, counter, counter, len(messages))
+    if total is None:
+        return None
+    extra = counter._tools_tokens if isinstance(counter, TiktokenCounter) else 0
     return extra + total + TOKENS_REPLY_PRIMING
 
 
@@ -874,29 +896,13 @@ def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
 
 
 def _prefix_local(messages: Sequence[BaseMessage], i: int, counter: TokenCounter) -> int:
-    """``_local(messages[:i], counter)``, remembered with the facts of ``messages`` for the
-    two counters that sum a count per message, so the check of a usage report against the
-    messages it describes (made on every call where reports may describe another list: an
-    LCEL chain) counts only the messages up to the report that it has not summed before."""
-    per_message: Callable[[BaseMessage], int]
-    if counter is approximate_tokens:
-        per_message = _approx_message
-        _hold(len(messages))
-    elif type(counter) is TiktokenCounter:
-        per_message = counter._count_message
-        counter._hold(len(messages))
-    else:
+    """``_local(messages[:i], counter)``, remembered with the facts of ``messages``
+    (:func:`_summed`), so the check of a usage report against the messages it describes
+    (made on every call where reports may describe another list: an LCEL chain) counts only
+    the messages up to the report that it has not summed before."""
+    total = _summed(messages, history_facts(messages), counter, (counter, "prefix"), i)
+    if total is None:
         return _local(messages[:i], counter)
-    facts = history_facts(messages)
-    if facts is None or facts.length != len(messages):
-        return _local(messages[:i], counter)
-    key = (counter, "prefix")
-    done, total = facts.counted.get(key, (0, 0))
-    if done > i:  # an earlier report than the one counted to: count it again
-        done, total = 0, 0
-    for j in range(done, i):
-        total += per_message(check_message(messages[j], j))
-    facts.counted[key] = (i, total)
     return total + (TOKENS_REPLY_PRIMING if i else 0)
 
 
