@@ -373,12 +373,10 @@ def _unless_larger(
         [m for m in result.messages if id(m) not in old]
     )
     fits = fit is not None and before <= fit
-    if freed > (max(1, round(before * _MIN_SHRINK)) if fits else 0):
-        return result, freed
-    if not fits:
-        # The next call does not fit as it is: keeping the history would end the run, and
-        # the check after the compaction (tiktoken-confirmed) judges what it left. The
-        # event says what it freed (a note when nothing).
+    if not fits or freed > max(1, round(before * _MIN_SHRINK)):
+        # Applied. When the next call does not fit as it is, whatever it frees: keeping the
+        # history would end the run, and the check after the compaction (tiktoken-confirmed)
+        # judges what it left. The event says what it freed (a note when nothing).
         return result, freed
     reason = (
         f"a compaction would have left the context at {before - freed} tokens of the "
