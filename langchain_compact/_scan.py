@@ -31,6 +31,7 @@ from langchain_compact.markers import (
     KIND_STOP,
     KIND_SUMMARY,
     KIND_TRUNCATED,
+    PROVIDER_WINDOW_KEY,
     credited_savings,
     get_meta,
     newest_boundary,
@@ -77,6 +78,10 @@ class HistoryFacts:
     """Index of the first human message that is not a summary or a stop message."""
     credit: dict[str, int] = field(default_factory=dict)
     """``usage_anchor -> saved_tokens`` summed over the messages described."""
+    provider_window: int | None = None
+    """The window a provider's refusal for length taught the history: ``provider_window``
+    on the newest message whose marker records one (a boundary, or a message the recovery
+    reduced without compacting; :meth:`~langchain_compact.core.Compactor.overflow`)."""
     checked: dict[Any, int] = field(default_factory=dict)
     """Caller-owned marks: ``key -> index`` below which a caller's check found nothing."""
     counted: dict[Any, tuple[int, int]] = field(default_factory=dict)
@@ -101,6 +106,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
     newest_ai, usage_id, anchor = facts.newest_ai, facts.newest_usage_id, facts.anchor
     pinned, first_human = facts.pinned_task, facts.first_human
     credit = dict(facts.credit)
+    window = facts.provider_window
     for i in range(facts.length, len(messages)):
         msg = messages[i]
         if not isinstance(msg, BaseMessage):
@@ -108,6 +114,10 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
         meta = get_meta(msg)
         kind = meta.get("kind")
         kind = kind if isinstance(kind, str) else None
+        if PROVIDER_WINDOW_KEY in meta:
+            learned = meta[PROVIDER_WINDOW_KEY]
+            if isinstance(learned, int) and learned > 0:
+                window = learned
         if kind == KIND_SUMMARY:
             boundary, bmeta = i, meta
             kept = frozenset(str(k) for k in meta.get("kept_ids") or [])
@@ -151,6 +161,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
         pinned_task=pinned,
         first_human=first_human,
         credit=credit,
+        provider_window=window,
         checked=dict(facts.checked),
         counted=dict(facts.counted),
         notes=dict(facts.notes),

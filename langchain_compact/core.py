@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
+import operator
 import re
 import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -65,7 +67,7 @@ from langchain_compact._prepare import (
     repeat_turn,
     usable_prefix,
 )
-from langchain_compact._scan import boundary_meta
+from langchain_compact._scan import boundary_meta, history_facts
 from langchain_compact.budget import MIN_SUMMARY_TOKENS
 from langchain_compact.compaction import (
     CompactionResult,
@@ -89,6 +91,7 @@ from langchain_compact.history import (
 from langchain_compact.markers import (
     EVENT_KEY,
     KIND_SUMMARY,
+    PROVIDER_WINDOW_KEY,
     Transition,
     get_meta,
     kind_of,
@@ -123,6 +126,7 @@ if TYPE_CHECKING:
     from langchain_compact.memory import CompactionMemory
 
 __all__ = [
+    "OVERFLOW_MARGIN",
     "PROVIDER_WINDOW_KEY",
     "CompactionKeys",
     "Compactor",
@@ -142,9 +146,12 @@ DEFAULT_THREAD_ID = "default"
 """Archive thread of a run whose config has no ``configurable.thread_id``."""
 
 
-PROVIDER_WINDOW_KEY = "provider_window"
-"""Boundary marker key: the window (in the compactor's count) a provider's refusal for
-length taught the thread; every later compaction carries it on (:meth:`Compactor.overflow`)."""
+OVERFLOW_MARGIN = 0.05
+"""How far below a refused call's size the learned window is, as a share of that size: the
+provider counted the refused input at its window or more, but its count of the same
+messages can exceed the local one (another tokenizer, the framing of messages and tools). A
+window learned too large earns a second refusal, which propagates; one learned a little
+small only reduces a little early."""
 
 #: (id of the compactor, window) while a step runs under a learned window.
 _WINDOW: ContextVar[tuple[int, int] | None] = ContextVar("langchain_compact_window", default=None)
@@ -492,10 +499,14 @@ class Compactor:
 
     @staticmethod
     def learned_window(messages: Sequence[BaseMessage]) -> int | None:
-        """The window a provider's refusal taught this history (``provider_window`` on its
-        newest boundary, carried from compaction to compaction), in the units of the
-        compactor's count; ``None`` when no refusal was learned."""
-        value = boundary_meta(messages).get(PROVIDER_WINDOW_KEY)
+        """The window a provider's refusal taught this history (``provider_window`` on the
+        newest message that records one: its boundary, carried from compaction to
+        compaction, or a message the recovery reduced without compacting), in the units of
+        the compactor's count; ``None`` when no refusal was learned."""
+        facts = history_facts(messages)
+        if facts is not None:
+            return facts.provider_window
+        value = boundary_meta(messages).get(PROVIDER_WINDOW_KEY)  # a stray non-message
         return value if isinstance(value, int) and value > 0 else None
 
     def _learning(self, messages: Sequence[BaseMessage]) -> Any:
@@ -1154,12 +1165,19 @@ class Compactor:
 
     def overflow_window(self, messages: Sequence[BaseMessage]) -> int:
         """The window a provider's refusal of ``messages`` teaches: the provider counted
-        that input at its window or more, so in the compactor's count the window is at most
-        the count of ``messages`` (and never above the window in force)."""
+        that input at its window or more, so its window is below the size of ``messages``.
+        That size is the smaller of the compactor's count and tiktoken's exact count (the
+        estimate errs high), and the window learned is :data:`OVERFLOW_MARGIN` of it lower
+        (the provider's count can exceed the local one), never above the window in force."""
         with self._learning(messages):
             window = self.config.context_window or 0
             tokens = self.count(messages)
-        return max(1, min(window, tokens)) if window else max(1, tokens)
+            exact = precise_context_tokens(
+                messages, tools=self.tools, verify_anchor=self.verify_anchor
+            )
+        refused = tokens if exact is None else min(tokens, exact)
+        learned = max(1, refused - math.ceil(refused * OVERFLOW_MARGIN))
+        return min(window, learned) if window else learned
 
     def overflow(
         self,
@@ -1171,19 +1189,22 @@ class Compactor:
         window: int | None = None,
     ) -> Turn:
         """The provider refused the call on ``messages`` for its length: learn the window
-        (:meth:`overflow_window`, or ``window``), and run a forced compaction to the
-        budget of that window (archive, fidelity, boundary as a triggered one; the learned
-        window is recorded on the boundary, ``provider_window``, and carried by every later
-        compaction, so the next estimate of a history that size is not below it).
+        (:meth:`overflow_window`, or ``window``) and run the whole turn under it
+        (:meth:`turn`: clearing read results, digests, argument stubs, the summary and the
+        last resorts, in that order, each archiving first), so the recovery uses every
+        reduction a turn has. The learned window is recorded on the new boundary when the
+        turn compacted, else on the messages it reduced (``provider_window``), and every
+        later step of the thread runs under it.
 
         Returns the :class:`Turn` to retry with: ``"compacted"`` (retry the call with
-        :attr:`Turn.messages`), or ``"stopped"`` when nothing is left to compact or the
-        smallest context cannot fit the learned window (raise the refusal then)."""
+        :attr:`Turn.messages`, which :attr:`Turn.history` also holds), or ``"stopped"``
+        when every reduction is spent and the call still cannot fit the learned window, or
+        a limit the user set stops the run (raise the refusal then)."""
         learned = window or self.overflow_window(messages)
         with self.narrowed(learned), _recording() as events:
             self._refused(messages, learned)
-            done = self.compaction(messages, thread_id, run_config=run_config)
-            turn = self._forced(messages, done, write_stop)
+            turn = self.turn(messages, thread_id, run_config=run_config, write_stop=False)
+            turn = self._recovered(messages, turn, learned, write_stop)
         return replace(turn, events=tuple(events))
 
     async def aoverflow(
@@ -1200,8 +1221,8 @@ class Compactor:
         learned = window or self.overflow_window(messages)
         with self.narrowed(learned), _recording() as events:
             self._refused(messages, learned)
-            done = await self.acompaction(messages, thread_id, run_config=run_config)
-            turn = self._forced(messages, done, write_stop)
+            turn = await self.aturn(messages, thread_id, run_config=run_config, write_stop=False)
+            turn = self._recovered(messages, turn, learned, write_stop)
         return replace(turn, events=tuple(events))
 
     def _refused(self, messages: Sequence[BaseMessage], window: int) -> None:
@@ -1209,23 +1230,42 @@ class Compactor:
         emit({"event": "provider_overflow", "window": window, "configured": configured})
         logger.warning(
             "the provider refused a call of ~%d tokens for its length (configured window %s): "
-            "compacting to a window of %d and retrying",
+            "reducing to a window of %d and retrying",
             self.count(messages),
             configured,
             window,
         )
 
-    def _forced(self, messages: Sequence[BaseMessage], done: Turn, write_stop: bool) -> Turn:
-        before = Turn("continue", "continue", list(messages))
-        if done.outcome == "continue":  # nothing to compact: the refusal stands
-            reason = (
-                f"the provider refused the call for its length and nothing is left to compact "
-                f"({done.reason or 'no span before the kept tail'})"
+    def _recovered(
+        self, messages: Sequence[BaseMessage], turn: Turn, learned: int, write_stop: bool
+    ) -> Turn:
+        """The recovery's turn (run under the learned window) as the turn to retry with:
+        the whole reduced history, the learned window recorded on it; a stop when the turn
+        stopped or reduced nothing (the refusal stands)."""
+        before = list(messages)
+        if turn.error is not None:  # the summarizer failed: its own error, as a turn's
+            return self._stopping(before, turn.reason, write_stop)
+        out = list(turn.messages)
+        same = len(out) == len(before) and all(map(operator.is_, out, before))
+        if turn.outcome == "stopped" or same:
+            spent = turn.reason or (
+                "clearing, digests, argument stubs, the summary and the last resorts took nothing"
             )
-            return self._stopping(before.messages, reason, write_stop)
-        if done.outcome == "stopped":
-            return done
-        return self._settled(before, done, write_stop)
+            reason = (
+                "the provider refused the call for its length and nothing is left to compact: "
+                f"every reduction a turn has is spent under the learned window of {learned} "
+                f"tokens ({spent})"
+            )
+            return self._stopping(before, reason, write_stop)
+        window = self._window() or learned
+        if self.learned_window(out) != window:  # no boundary carries it: the reduced do
+            known = {id(m) for m in before}
+            out = [
+                m if id(m) in known else with_meta(m, **{PROVIDER_WINDOW_KEY: window}) for m in out
+            ]
+        return replace(
+            turn, outcome="compacted", messages=out, history=out, replaced={}, prepare=False
+        )
 
     # ------------------------------------------------------------------ stages of the turn
 

@@ -30,6 +30,12 @@ EVENT_KEY = "langchain_compact"
 """Key of the custom stream events (``stream_mode="custom"``): ``micro_compaction``,
 ``compaction``, ``over_trigger``, ``stop``."""
 
+PROVIDER_WINDOW_KEY = "provider_window"
+"""Marker key: the window (in the compactor's count) a provider's refusal for length taught
+the thread, on the boundary (every later compaction carries it on) or, when the recovery
+reduced the history without compacting it, on the messages it reduced
+(:meth:`~langchain_compact.core.Compactor.overflow`)."""
+
 #: ``kind`` values.
 KIND_CLEARED = "cleared"  # tool result whose content was replaced by a placeholder (B3)
 KIND_TRUNCATED = "truncated"  # oversized tool result cut to head + tail (B4)

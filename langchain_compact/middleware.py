@@ -239,12 +239,12 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any] | AIMessage],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Call the model; when the provider refuses for length (langchain-core's
-        ``ContextOverflowError``), run one forced compaction of the request's messages to
-        the window the refusal teaches (:meth:`Compactor.overflow`, which records it on the
-        boundary so later calls are estimated against it), retry once, and put the
-        compacted history in state beside the reply. Raises this package's
+        ``ContextOverflowError``), reduce the request's messages with every reduction a
+        turn has under the window the refusal teaches (:meth:`Compactor.overflow`, which
+        records it on the history so later calls are estimated against it), retry once,
+        and put the reduced history in state beside the reply. Raises this package's
         :class:`~langchain_compact.errors.ContextOverflowError` (a langchain-core one too)
-        when nothing is left to compact or the smallest context cannot fit."""
+        when every reduction is spent."""
         try:
             return handler(request)
         except Exception as exc:

@@ -209,15 +209,15 @@ class CompactionNodes:
 
     def guard(self, node: Runnable[Any, Any], name: str) -> RunnableLambda[Any, Any]:
         """The model node wrapped so that a provider's refusal for length (langchain-core's
-        ``ContextOverflowError``) is followed by one forced compaction
-        (:meth:`Compactor.overflow`: the window the refusal teaches is recorded on the
-        boundary, so the routing edge judges later calls against it) and one retry of the
-        node on the compacted history. The node's update comes back after the new history
-        (``RemoveMessage(REMOVE_ALL_MESSAGES)``, the history, then the node's messages), with
-        the compaction's state keys. When nothing is left to compact, or the smallest
-        context cannot fit, this package's ``ContextOverflowError`` (also a
-        langchain-core one) is raised: a wrapper cannot send the run to the stop node
-        without changing the edges the node's own update leads to."""
+        ``ContextOverflowError``) is followed by one recovery (:meth:`Compactor.overflow`:
+        the whole turn, every reduction in order, under the window the refusal teaches,
+        which is recorded on the history so the routing edge judges later calls against
+        it) and one retry of the node on the reduced history. The node's update comes back
+        after the new history (``RemoveMessage(REMOVE_ALL_MESSAGES)``, the history, then the
+        node's messages), with the recovery's state keys. When every reduction is spent,
+        this package's ``ContextOverflowError`` (also a langchain-core one) is raised: a
+        wrapper cannot send the run to the stop node without changing the edges the node's
+        own update leads to."""
 
         def call(state: Any, config: RunnableConfig) -> Any:
             try:

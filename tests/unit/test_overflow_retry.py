@@ -136,7 +136,7 @@ def _check_run(model: EnforcingModel, messages: Sequence[BaseMessage]) -> None:
 # --------------------------------------------------------------------------- the core
 
 
-def test_overflow_learns_the_window_and_compacts() -> None:
+def test_overflow_learns_the_window_and_reduces() -> None:
     core = Compactor(config=_config())
     history: list[BaseMessage] = [HumanMessage("Task: fetch every step", id="t")]
     for i in range(1, 7):
@@ -150,9 +150,16 @@ def test_overflow_learns_the_window_and_compacts() -> None:
     turn = core.overflow(history, "t")
     assert turn.outcome == "compacted"
     assert turn.events[0]["event"] == "provider_overflow"
-    learned = _learned(turn.messages)
-    assert learned == core.count(history)
+    # The whole turn's ladder ran under the learned window: clearing came first.
+    assert turn.events[1]["event"] in ("micro_compaction", "compaction")
+    learned = turn.events[0]["window"]
+    # Below the refused size (the smaller of the compactor's and tiktoken's count, less the
+    # margin), and recorded on the reduced history.
+    assert learned < min(core.count(history), _COUNT(history))
+    assert core.learned_window(turn.messages) == learned
     assert core.count(turn.messages) <= core.config.fit_tokens  # the config is not narrowed
+    with core.narrowed(learned):
+        assert core.count(turn.messages) <= (core.config.fit_tokens or 0)
     # Later compactions carry the learned window on.
     grown = [*turn.messages, *history[-6:]]
     again = core.turn(grown, "t")
@@ -160,11 +167,18 @@ def test_overflow_learns_the_window_and_compacts() -> None:
         assert _learned(again.messages) == learned
 
 
-def test_overflow_with_nothing_to_compact_stops() -> None:
-    core = Compactor(config=_config())
-    turn = core.overflow([HumanMessage("x " * 5000, id="t")], "t", write_stop=False)
-    assert turn.outcome == "stopped"
-    assert "refused" in turn.reason
+def test_overflow_cuts_an_oversized_task_when_nothing_else_is_left() -> None:
+    """A lone task the provider refuses is cut to head and tail (archived whole), as a turn
+    that cannot fit does; only a call nothing can reduce stops."""
+    core = Compactor(config=_config(), archive=None)
+    task = HumanMessage("x " * 5000, id="t")
+    turn = core.overflow([task], "t", write_stop=False)
+    assert turn.outcome == "compacted"
+    assert get_meta(turn.messages[0]).get("truncated") is True
+    assert core.count(turn.messages) < core.count([task])
+    stopped = core.overflow([HumanMessage("Task: say hi", id="t")], "t", write_stop=False)
+    assert stopped.outcome == "stopped"
+    assert "refused" in stopped.reason and "every reduction" in stopped.reason
 
 
 def test_package_error_is_the_core_error() -> None:
@@ -395,7 +409,7 @@ def test_llamacpp_answer_is_handled_by_lcel() -> None:
     assert model.refusals == 1
 
 
-def test_each_refusal_is_followed_by_one_compaction_then_the_retry() -> None:
+def test_each_refusal_is_followed_by_one_recovery_then_the_retry() -> None:
     from langchain_compact.graph import create_compacting_agent
     from langchain_compact.markers import EVENT_KEY
 
@@ -416,6 +430,7 @@ def test_each_refusal_is_followed_by_one_compaction_then_the_retry() -> None:
             last = chunk
     assert events.count("provider_overflow") == 1
     at = events.index("provider_overflow")
-    assert events[at + 1] == "compaction"
+    # The recovery's first reduction follows the refusal (the turn's ladder: clearing first).
+    assert events[at + 1] in ("micro_compaction", "compaction")
     assert last["messages"][-1].content == f"done after {TURNS} steps"
     assert model.refusals == 1 and model.calls == TURNS + 1
