@@ -1225,6 +1225,19 @@ class Compactor:
             turn = self._recovered(messages, turn, learned, write_stop)
         return replace(turn, events=tuple(events))
 
+    @staticmethod
+    def spent(window: int, why: str = "") -> str:
+        """Why a refused call cannot be retried: every reduction a turn has is spent under
+        the learned ``window`` (``why``: the turn's own reason, when it stopped)."""
+        why = why or (
+            "clearing, digests, argument stubs, the summary and the last resorts took nothing"
+        )
+        return (
+            "the provider refused the call for its length and nothing is left to compact: "
+            f"every reduction a turn has is spent under the learned window of {window} "
+            f"tokens ({why})"
+        )
+
     def _refused(self, messages: Sequence[BaseMessage], window: int) -> None:
         configured = self._config.context_window
         emit({"event": "provider_overflow", "window": window, "configured": configured})
@@ -1248,15 +1261,7 @@ class Compactor:
         out = list(turn.messages)
         same = len(out) == len(before) and all(map(operator.is_, out, before))
         if turn.outcome == "stopped" or same:
-            spent = turn.reason or (
-                "clearing, digests, argument stubs, the summary and the last resorts took nothing"
-            )
-            reason = (
-                "the provider refused the call for its length and nothing is left to compact: "
-                f"every reduction a turn has is spent under the learned window of {learned} "
-                f"tokens ({spent})"
-            )
-            return self._stopping(before, reason, write_stop)
+            return self._stopping(before, self.spent(learned, turn.reason), write_stop)
         window = self._window() or learned
         if self.learned_window(out) != window:  # no boundary carries it: the reduced do
             known = {id(m) for m in before}

@@ -18,7 +18,8 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from langchain_core.language_models import BaseChatModel
@@ -511,14 +512,34 @@ class MessageCompactor:
         )
         return window
 
+    @staticmethod
+    @contextmanager
+    def _recovering(window: int, refusal: Exception) -> Iterator[None]:
+        """The turn run again after a refusal: a stop says the refusal stands."""
+        try:
+            yield
+        except ContextOverflowError as stop:
+            reason = Compactor.spent(window, stop.reason)
+            raise ContextOverflowError(reason, messages=stop.messages) from refusal
+
+    def _retried(
+        self, sent: list[BaseMessage], again: list[BaseMessage], window: int, refusal: Exception
+    ) -> list[BaseMessage]:
+        """``again`` (the turn run under the learned window) to retry with; when it reduced
+        nothing, the refusal stands (``on_overflow="pass"`` sends it anyway)."""
+        if self.on_overflow == "raise" and again == sent:
+            raise ContextOverflowError(Compactor.spent(window), messages=list(again)) from refusal
+        return again
+
     def wrap(self, model: Runnable[Any, Any]) -> Runnable[Any, Any]:
         """``compact | model`` as one Runnable that survives the provider's refusal for
         length: the history is compacted (this compactor's call) and sent to ``model``;
         when ``model`` raises langchain-core's ``ContextOverflowError``, the window it
-        teaches is learned for the thread (:meth:`learn`), the history is compacted again
-        against it and the call retried once. A second refusal, or a history whose
-        smallest context cannot fit the learned window, raises (this package's
-        ``ContextOverflowError`` is a langchain-core one too)."""
+        teaches is learned for the thread (:meth:`learn`), the whole turn runs again under
+        it (every reduction a turn has, in order) and the call is retried once. A second
+        refusal raises, and so does a history that every reduction leaves as it was or
+        whose smallest context cannot fit the learned window (this package's
+        ``ContextOverflowError``, a langchain-core one too)."""
 
         def call(messages: Any, config: RunnableConfig | None = None) -> Any:
             sent = self(messages, config)
@@ -527,8 +548,10 @@ class MessageCompactor:
             except Exception as exc:
                 if not is_provider_overflow(exc):
                     raise
-                self.learn(sent, config)
-                return model.invoke(self(messages, config), config)
+                window = self.learn(sent, config)
+                with self._recovering(window, exc):
+                    again = self(messages, config)
+                return model.invoke(self._retried(sent, again, window, exc), config)
 
         async def acall(messages: Any, config: RunnableConfig | None = None) -> Any:
             sent = await self.acompact(messages, config)
@@ -537,8 +560,10 @@ class MessageCompactor:
             except Exception as exc:
                 if not is_provider_overflow(exc):
                     raise
-                self.learn(sent, config)
-                return await model.ainvoke(await self.acompact(messages, config), config)
+                window = self.learn(sent, config)
+                with self._recovering(window, exc):
+                    again = await self.acompact(messages, config)
+                return await model.ainvoke(self._retried(sent, again, window, exc), config)
 
         return RunnableLambda(call, afunc=acall, name="compact_and_call")
 

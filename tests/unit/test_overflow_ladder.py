@@ -327,3 +327,18 @@ def test_lcel_recovers_by_clearing(mode: str) -> None:
     learned = compactor.learned_window("l")
     assert learned is not None and learned < ENFORCED
     assert compactor.compactions == 0  # clearing was enough
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_lcel_raises_the_clear_error_when_nothing_is_reducible(mode: str) -> None:
+    from langchain_compact.lcel import with_overflow_retry
+
+    model = ReadingModel(enforced=5)
+    chain = with_overflow_retry(model, config=_config())
+    history = [HumanMessage(TASK, id="t")]
+    with pytest.raises(ContextOverflowError, match="every reduction a turn has is spent"):
+        if mode == "sync":
+            chain.invoke(history)
+        else:
+            asyncio.run(chain.ainvoke(history))
+    assert model.refusals == 1  # no retry of a call nothing could reduce
