@@ -79,9 +79,11 @@ class HistoryFacts:
     credit: dict[str, int] = field(default_factory=dict)
     """``usage_anchor -> saved_tokens`` summed over the messages described."""
     provider_window: int | None = None
-    """The window a provider's refusal for length taught the history: ``provider_window``
-    on the newest message whose marker records one (a boundary, or a message the recovery
-    reduced without compacting; :meth:`~langchain_compact.core.Compactor.overflow`)."""
+    """The window a provider's refusal for length taught the history: the smallest
+    ``provider_window`` a message's marker records (a boundary, or a message the recovery
+    reduced without compacting, which may stand before the boundary, as a cut task does;
+    :meth:`~langchain_compact.core.Compactor.overflow`). A window learned is never above the
+    one in force, so the smallest is the newest."""
     checked: dict[Any, int] = field(default_factory=dict)
     """Caller-owned marks: ``key -> index`` below which a caller's check found nothing."""
     counted: dict[Any, tuple[int, int]] = field(default_factory=dict)
@@ -117,7 +119,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
         if PROVIDER_WINDOW_KEY in meta:
             learned = meta[PROVIDER_WINDOW_KEY]
             if isinstance(learned, int) and learned > 0:
-                window = learned
+                window = learned if window is None else min(window, learned)
         if kind == KIND_SUMMARY:
             boundary, bmeta = i, meta
             kept = frozenset(str(k) for k in meta.get("kept_ids") or [])

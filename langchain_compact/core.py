@@ -499,10 +499,10 @@ class Compactor:
 
     @staticmethod
     def learned_window(messages: Sequence[BaseMessage]) -> int | None:
-        """The window a provider's refusal taught this history (``provider_window`` on the
-        newest message that records one: its boundary, carried from compaction to
-        compaction, or a message the recovery reduced without compacting), in the units of
-        the compactor's count; ``None`` when no refusal was learned."""
+        """The window a provider's refusal taught this history (the smallest
+        ``provider_window`` its messages record: on its boundary, carried from compaction to
+        compaction, or on a message the recovery reduced without compacting), in the units
+        of the compactor's count; ``None`` when no refusal was learned."""
         facts = history_facts(messages)
         if facts is not None:
             return facts.provider_window

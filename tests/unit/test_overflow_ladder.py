@@ -221,6 +221,26 @@ def test_later_turns_of_the_thread_keep_the_learned_window() -> None:
     assert kind_of(_results(nxt.messages)["c2"]) in REDUCED
 
 
+def test_the_learned_window_is_read_from_any_message_and_the_smallest_wins() -> None:
+    """A window recorded on a reduced message counts even before the boundary (a cut task
+    stands there), and in a long history the scan remembers it as the history grows."""
+    from langchain_compact.markers import with_meta
+
+    task = with_meta(HumanMessage(TASK, id="t"), **{PROVIDER_WINDOW_KEY: 5_000})
+    summary = with_meta(HumanMessage("summary", id="s"), kind=KIND_SUMMARY)
+    summary = with_meta(summary, **{PROVIDER_WINDOW_KEY: 9_000})
+    assert Compactor.learned_window([task, summary]) == 5_000
+    history: list[BaseMessage] = [HumanMessage(TASK, id="t")]
+    for n in range(40):
+        history.append(AIMessage(f"step {n}", id=f"a{n}"))
+        history.append(HumanMessage(f"ok {n}", id=f"h{n}"))
+    assert Compactor.learned_window(history) is None
+    history[5] = with_meta(history[5], **{PROVIDER_WINDOW_KEY: 4_321})
+    assert Compactor.learned_window(history) == 4_321
+    grown = [*history, AIMessage("more", id="m")]
+    assert Compactor.learned_window(grown) == 4_321  # read on from the remembered facts
+
+
 def test_overflow_stops_with_the_clear_error_when_nothing_is_reducible() -> None:
     core = Compactor(config=_config())
     history: list[BaseMessage] = [HumanMessage(TASK, id="t")]
