@@ -2,8 +2,9 @@
 
 The fake model raises langchain-core's ``ContextOverflowError`` when its input (counted with
 tiktoken ``o200k_base``) is over the enforced window. 24 tool turns finish through the graph,
-the middleware and LCEL: each refusal is followed by one compaction and one retry, and the
-window it teaches keeps later calls under the enforced one (one refusal per run).
+the middleware and LCEL: each refusal is followed by one recovery (the whole turn under the
+learned window) and one retry, and the window it teaches keeps later calls under the
+enforced one (one refusal per run).
 """
 
 from __future__ import annotations
