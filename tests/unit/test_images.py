@@ -299,3 +299,19 @@ def test_an_old_screenshot_result_is_cleared_into_a_placeholder_naming_its_image
         assert saved >= 3 * 1_366 - 100
     assert out[8] is msgs[8], "the newest screenshots reach the model"
     assert approximate_tokens(out) < approximate_tokens(msgs) - 3 * 3 * 1_300
+
+
+def test_a_digest_of_a_long_result_with_images_names_them() -> None:
+    from langchain_compact.microcompact import truncate_large_tool_results
+
+    text = "\n".join(f"row {i}: status=ok value={i * 7}" for i in range(2_000))
+    result = ToolMessage(
+        [{"type": "text", "text": text}, block("v1", "jpeg", 640, 480)],
+        tool_call_id="c1",
+        name="browse",
+        id="t1",
+    )
+    [out] = truncate_large_tool_results([result], max_chars=5_000)
+    assert isinstance(out.content, str) and "image 640x480 jpeg" in out.content
+    saved = out.response_metadata["langchain_compact"]["saved_tokens"]
+    assert saved >= approximate_tokens([result.model_copy(update={"content": text})]) // 2 + 400
