@@ -26,6 +26,7 @@ from langchain_core.messages import (
 )
 
 from langchain_compact._facts import facts_block
+from langchain_compact._images import describe_image, is_image_block
 from langchain_compact._placeholders import (
     DEFAULT_PLACEHOLDER,
     DEFAULT_TRUNCATION_NOTICE,
@@ -38,7 +39,7 @@ from langchain_compact._placeholders import (
     task_notice,
 )
 from langchain_compact._provider_items import carries_provider_compaction
-from langchain_compact._render import tool_result_text
+from langchain_compact._render import block_reference, tool_result_text
 from langchain_compact._scan import history_facts, holding
 from langchain_compact.budget import OBSERVATION_CHARS, chars_for_tokens
 from langchain_compact.config import (
@@ -110,6 +111,34 @@ def _tokens(text: str, counter: TokenCounter) -> int:
     return max(0, counter([HumanMessage(text)]) - counter([HumanMessage("")]))
 
 
+def _media(msg: BaseMessage) -> list[dict[str, Any]]:
+    """The blocks of ``msg`` that are not text (images, audio, files): what a replacement by
+    text removes besides the text."""
+    if isinstance(msg.content, str):
+        return []
+    return [b for b in msg.content if isinstance(b, dict) and block_reference(b) is not None]
+
+
+def _media_tokens(msg: BaseMessage, text: str, counter: TokenCounter) -> int:
+    """Tokens ``counter`` gives the non-text blocks of ``msg`` (images at the provider's
+    price): ``msg`` counted against the same message holding ``text`` alone."""
+    if not _media(msg):
+        return 0
+    return max(0, counter([msg]) - counter([msg.model_copy(update={"content": text})]))
+
+
+def _media_note(msg: BaseMessage) -> str:
+    """One line naming each image or file a replacement removes (``""`` when none), e.g.
+    ``[image 1280x800 png cleared; archived with the message]``."""
+    names = [
+        describe_image(b) if is_image_block(b) else str(block_reference(b)).strip("[]")
+        for b in _media(msg)
+    ]
+    if not names:
+        return ""
+    return f"[{'; '.join(names)} cleared; archived with the message]\n"
+
+
 def unread_start(messages: Sequence[BaseMessage]) -> int:
     """Index of the first message no model call has seen: the one after the newest
     ``AIMessage`` (``0`` when the model has not been called yet).
@@ -146,7 +175,13 @@ def result_name(message: BaseMessage, names: dict[str, str]) -> str:
 
 
 def _placeholder_text(
-    msg: ToolMessage, text: str, template: str, chars: int, tokens: int, name: str
+    msg: ToolMessage,
+    text: str,
+    template: str,
+    chars: int,
+    tokens: int,
+    name: str,
+    media_note: str = "",
 ) -> str:
     """The placeholder of ``msg``: its head, then the fact lines of ``text`` (whose counts
     were made ahead with the result's, :func:`~langchain_compact._facts.remember_facts`;
@@ -155,7 +190,7 @@ def _placeholder_text(
         template, name=name or "tool", chars=chars, tokens=tokens, tool_call_id=msg.tool_call_id
     )
     # The facts (key = value, ids, paths, URLs) stay visible in the placeholder.
-    return head + facts_block(text)
+    return head + ("\n" + media_note.rstrip("\n") if media_note else "") + facts_block(text)
 
 
 def _saved_precise(text: str, new_text: str, earlier: int = 0) -> dict[str, int]:
@@ -173,15 +208,19 @@ def _saved_precise(text: str, new_text: str, earlier: int = 0) -> dict[str, int]
 def _clear_one(
     msg: ToolMessage, template: str, name: str, counter: TokenCounter, anchor: str | None
 ) -> BaseMessage | None:
-    """The cleared form of ``msg``, or ``None`` when the placeholder would not be shorter."""
+    """The cleared form of ``msg``, or ``None`` when the placeholder would not be shorter.
+
+    Images and files in the result are cleared with its text; the placeholder names each
+    (``image 1280x800 png``)."""
     text = tool_result_text(msg)
-    tokens = _tokens(text, counter)
+    media = _media_tokens(msg, text, counter)
+    tokens = _tokens(text, counter) + media
     meta = get_meta(msg)
     # The placeholder describes the original, never the digest an earlier cut left: its
     # characters, and (for a custom template) its tokens, what the cut removed included.
     chars = int(meta.get("original_chars", len(text)))
     original = tokens + int(meta.get("removed_tokens", 0))
-    new_text = _placeholder_text(msg, text, template, chars, original, name)
+    new_text = _placeholder_text(msg, text, template, chars, original, name, _media_note(msg))
     saved = tokens - _tokens(new_text, counter)
     if saved <= 0:  # a placeholder longer than the result would only grow the context
         return None
@@ -198,8 +237,14 @@ def _clear_one(
         saved_tokens=since,
         removed_tokens=removed,
         usage_anchor=anchor,
-        **_saved_precise(text, new_text, earlier),
+        **_saved_precise(text, new_text, earlier + _precise_media(msg, text, media)),
     )
+
+
+def _precise_media(msg: BaseMessage, text: str, media: int) -> int:
+    """:func:`_media_tokens` under the precise counter (``0`` without media or tiktoken)."""
+    precise = precise_counter() if media else None
+    return _media_tokens(msg, text, precise) if precise is not None else 0
 
 
 def _long_value(value: Any, min_chars: int) -> int:
@@ -494,8 +539,9 @@ def _truncate_one(
     )
     # The notice goes first: the end of a result (where commands report their outcome)
     # stays the end of its digest.
-    new_text = note.lstrip("\n") + body
-    tokens = _tokens(text, counter)
+    new_text = note.lstrip("\n") + _media_note(msg) + body
+    media = _media_tokens(msg, text, counter)
+    tokens = _tokens(text, counter) + media
     saved = tokens - _tokens(new_text, counter)
     if saved <= 0:
         return None
@@ -509,7 +555,7 @@ def _truncate_one(
         saved_tokens=saved + (int(meta.get("saved_tokens", 0)) if same else 0),
         removed_tokens=saved + int(meta.get("removed_tokens", 0)),
         usage_anchor=anchor,
-        **_saved_precise(text, new_text, earlier),
+        **_saved_precise(text, new_text, earlier + _precise_media(msg, text, media)),
     )
 
 

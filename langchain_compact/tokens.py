@@ -31,6 +31,13 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langchain_compact._images import (
+    LARGEST,
+    ImagePricing,
+    image_tokens,
+    is_image_block,
+    pricing_for,
+)
 from langchain_compact._placeholders import FACTS_MARK, MERGED_SUMMARY_HEADER
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
@@ -65,8 +72,11 @@ TOKENS_PER_NAME = 1
 TOKENS_REPLY_PRIMING = 3
 #: Estimated cost of one tool call's framing (OpenAI does not publish it).
 TOKENS_PER_TOOL_CALL = 3
-#: Fixed estimate for one image block (OpenAI's low-detail image cost).
-TOKENS_PER_IMAGE = 85
+#: Images are priced by their size and the model's provider (``_images``), inline payloads
+#: of other blocks (audio, files) by their size: base64 characters per token.
+AUDIO_CHARS_PER_TOKEN = 64
+PAYLOAD_CHARS_PER_TOKEN = 4
+_PAYLOAD_KEYS = frozenset({"data", "base64", "file_data"})
 
 # The estimate counts the pieces a byte-pair tokenizer splits text into, not characters:
 # a character ratio is off by 2x between prose, code, logs, hex dumps and CJK text (a log
@@ -279,10 +289,13 @@ def check_message(message: object, index: int) -> BaseMessage:
 _OPENAI_ROLE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 
-def _message_parts(message: BaseMessage) -> tuple[list[str], int]:
-    """Split a message into texts to encode and a fixed token estimate (images etc.).
+def _message_parts(message: BaseMessage, pricing: ImagePricing = LARGEST) -> tuple[list[str], int]:
+    """Split a message into texts to encode and a fixed token count (images, payloads).
 
-    The role is encoded like any other value, as in OpenAI's cookbook recipe.
+    The role is encoded like any other value, as in OpenAI's cookbook recipe. Every part the
+    provider receives is counted: text, images by ``pricing`` (:mod:`._images`), tool calls
+    and invalid tool calls (name, arguments, id), reasoning and server-tool blocks as their
+    JSON, inline audio and file payloads by their size.
     """
     texts: list[str] = [_OPENAI_ROLE.get(message.type, message.type)]
     fixed = 0
@@ -293,23 +306,8 @@ def _message_parts(message: BaseMessage) -> tuple[list[str], int]:
         for block in content:
             if isinstance(block, str):
                 texts.append(block)
-                continue
-            kind = block.get("type")
-            if kind == "text" or (kind is None and "text" in block):
-                texts.append(str(block.get("text", "")))
-            elif kind in ("image", "image_url", "input_image"):
-                fixed += TOKENS_PER_IMAGE
-            elif kind in ("tool_use", "function_call"):
-                texts.append(
-                    json.dumps(block.get("input", block.get("arguments", "")), default=str)
-                )
             else:
-                # Documented estimate for unknown blocks (audio, files, provider-specific):
-                # their JSON form, without large base64 payloads.
-                slim = {k: v for k, v in block.items() if k not in ("data", "base64", "source")}
-                texts.append(json.dumps(slim, default=str, sort_keys=True))
-                if any(k in block for k in ("data", "base64", "source")):
-                    fixed += TOKENS_PER_IMAGE
+                fixed += _block_parts(block, pricing, texts)
     name = getattr(message, "name", None)
     if name:
         fixed += TOKENS_PER_NAME
@@ -322,7 +320,60 @@ def _message_parts(message: BaseMessage) -> tuple[list[str], int]:
             texts.append(call["name"])
             texts.append(json.dumps(call["args"], ensure_ascii=False))
             fixed += TOKENS_PER_TOOL_CALL
+        for bad in message.invalid_tool_calls:  # sent back as calls, their arguments raw
+            texts.append(bad.get("id") or "")
+            texts.append(bad.get("name") or "")
+            texts.append(bad.get("args") or "")
+            fixed += TOKENS_PER_TOOL_CALL
     return texts, fixed
+
+
+def _block_parts(block: dict[str, Any], pricing: ImagePricing, texts: list[str]) -> int:
+    """Add one content block's texts to ``texts``; return its fixed tokens."""
+    kind = block.get("type")
+    if kind == "text" or (kind is None and "text" in block):
+        texts.append(str(block.get("text", "")))
+        return 0
+    if is_image_block(block):
+        return image_tokens(block, pricing)
+    if kind in ("tool_use", "function_call"):
+        texts.append(json.dumps(block.get("input", block.get("arguments", "")), default=str))
+        return 0
+    # Every other block (reasoning, thinking, server-tool calls and results, documents,
+    # audio, files, provider-specific): its JSON form, nested content blocks counted as
+    # blocks, inline payloads by their size instead of as text.
+    fixed = 0
+    slim: dict[str, Any] = {}
+    for key, value in block.items():
+        if key == "content" and isinstance(value, list):
+            for part in value:
+                if isinstance(part, dict):
+                    fixed += _block_parts(part, pricing, texts)
+                else:
+                    texts.append(str(part))
+        elif _is_payload(key, value):
+            fixed += _payload_tokens(kind, value)
+        elif isinstance(value, dict) and any(_is_payload(k, v) for k, v in value.items()):
+            slim[key] = {k: v for k, v in value.items() if not _is_payload(k, v)}
+            fixed += sum(_payload_tokens(kind, v) for k, v in value.items() if _is_payload(k, v))
+        else:
+            slim[key] = value
+    texts.append(json.dumps(slim, default=str, sort_keys=True))
+    return fixed
+
+
+def _is_payload(key: str, value: Any) -> bool:
+    return isinstance(value, str) and (
+        key in _PAYLOAD_KEYS or (value.startswith("data:") and ";base64," in value[:100])
+    )
+
+
+def _payload_tokens(kind: Any, payload: str) -> int:
+    """Tokens of an inline payload that is not an image, by its size: audio at
+    :data:`AUDIO_CHARS_PER_TOKEN` base64 characters a token, anything else (files, PDFs,
+    encrypted reasoning) as if it were text of :data:`PAYLOAD_CHARS_PER_TOKEN`."""
+    per = AUDIO_CHARS_PER_TOKEN if kind in ("audio", "input_audio") else PAYLOAD_CHARS_PER_TOKEN
+    return -(-len(payload) // per)
 
 
 def _tools_text(tools: Sequence[Any] | None) -> str:
@@ -373,8 +424,9 @@ def _cached_count(
     cache: dict[tuple[Any, ...], int],
     limit: int,
     count_text: Callable[[str], int],
+    pricing: ImagePricing = LARGEST,
 ) -> int:
-    """Tokens of one message, cached per message.
+    """Tokens of one message, cached per message (images priced by ``pricing``).
 
     A message seen before (same type, id, content, tool-call ids and name) costs one dict
     lookup: str hashes are cached, so a growing history costs O(new messages) per turn. The
@@ -384,6 +436,9 @@ def _cached_count(
     if message.id is not None and isinstance(message.content, str):
         calls = (
             tuple((c.get("id") or "", _args_size(c.get("args"))) for c in message.tool_calls)
+            + tuple(
+                (c.get("id") or "", len(c.get("args") or "")) for c in message.invalid_tool_calls
+            )
             if isinstance(message, AIMessage)
             else ()
         )
@@ -397,7 +452,7 @@ def _cached_count(
         cached = cache.get(key)
         if cached is not None:
             return cached
-    texts, fixed = _message_parts(message)
+    texts, fixed = _message_parts(message, pricing)
     n = TOKENS_PER_MESSAGE + fixed + sum(count_text(t) for t in texts)
     if key is not None:
         _make_room(cache, limit)
@@ -434,7 +489,9 @@ class TiktokenCounter:
     :class:`TokenizerUnavailableWarning`; it never raises into the agent.
 
     Args:
-        model: Model name used to pick the encoding (``tiktoken.encoding_for_model``).
+        model: Model name used to pick the encoding (``tiktoken.encoding_for_model``;
+            ``o200k_base`` when unknown or not given) and how images are priced (its
+            provider's formula, see ``pricing_for``; not given: the largest known formula).
         encoding: Encoding name; overrides ``model`` (e.g. ``"cl100k_base"``).
         tools: Tool schemas (``BaseTool``, dicts or callables) counted on every call.
         max_cache_entries: Entries per generation of each count cache (see
@@ -449,13 +506,14 @@ class TiktokenCounter:
 
     def __init__(
         self,
-        model: str = "gpt-4o",
+        model: str | None = None,
         *,
         encoding: str | None = None,
         tools: Sequence[Any] | None = None,
         max_cache_entries: int = 200_000,
     ) -> None:
-        self.model = model
+        self.model = model or "gpt-4o"
+        self._pricing = pricing_for(model)
         self.encoding_name = encoding
         self.max_cache_entries = max_cache_entries
         # Entries per generation: enough for the longest history counted, at most the bound.
@@ -543,7 +601,9 @@ class TiktokenCounter:
         return self.count_text(_tools_text(tools))
 
     def _count_message(self, message: BaseMessage) -> int:
-        return _cached_count(message, self._message_cache, self._generation, self.count_text)
+        return _cached_count(
+            message, self._message_cache, self._generation, self.count_text, self._pricing
+        )
 
     def _hold(self, history: int) -> None:
         least = min(GENERATION_LEAST, self.max_cache_entries)
