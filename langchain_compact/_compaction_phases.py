@@ -54,6 +54,7 @@ from langchain_compact._placeholders import (
     summary_header,
 )
 from langchain_compact._provider_items import carries_provider_compaction
+from langchain_compact._refed import boundary_record
 from langchain_compact.budget import (
     CHARS_PER_TOKEN,
     MIN_SUMMARY_TOKENS,
@@ -763,6 +764,10 @@ def finish(draft: _Draft, ref: str | None) -> CompactionResult:
         "calibration": round(draft.scale, 4),
         "overhead": draft.overhead,
     }
+    # What this boundary replaced and which kept reports it made stale (langchain_compact._refed)
+    staying = {m.id for m in (*draft.head, *draft.tail) if m.id is not None}
+    gone = [m for m in messages if m.id is not None and m.id not in staying]
+    meta.update(boundary_record(gone, draft.tail))
     pending = [*draft.head, summary_message(draft.body, config, plan.span, **meta), *draft.tail]
     tokens_after = round((draft.counter(pending) + draft.extra) * draft.scale) + draft.overhead
     if draft.units is not None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from langchain_compact._refed import is_stale_report
 from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_PINNED_TASK,
@@ -145,7 +146,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
             usage = msg.usage_metadata
             if usage:
                 usage_id = msg.id
-                if msg.id is None or msg.id not in kept:
+                if not is_stale_report(msg, bmeta, kept):
                     tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
                     owed = credit.get(msg.id, 0) if msg.id is not None else 0
                     anchor = (i, tokens, owed)

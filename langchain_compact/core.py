@@ -67,6 +67,7 @@ from langchain_compact._prepare import (
     repeat_turn,
     usable_prefix,
 )
+from langchain_compact._refed import without_refed
 from langchain_compact._scan import boundary_meta, history_facts
 from langchain_compact.budget import MIN_SUMMARY_TOKENS
 from langchain_compact.compaction import (
@@ -414,8 +415,10 @@ class Compactor:
         tools: Tool schemas the model is called with (counted when there is no anchor).
         memory: Also keep the pinned task and summaries in a store after each compaction.
         verify_anchor: Let a usage report anchor the count only when it can describe the
-            list at hand (LCEL: the replies describe the compacted copy a chain sent, not
-            the raw history it is called with).
+            list at hand (on by default: a parent graph may hand back what a compaction
+            replaced; an LCEL chain's replies describe the compacted copy it sent).
+        calibrate: Learn the provider's ratio from the newest usage report at a compaction
+            (off for LCEL: its replies describe the copy the chain sent).
 
     Raises:
         ConfigError: when ``config.context_window`` is unknown.
@@ -430,7 +433,8 @@ class Compactor:
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
         memory: CompactionMemory | None = None,
-        verify_anchor: bool = False,
+        verify_anchor: bool = True,
+        calibrate: bool = True,
     ) -> None:
         if config.context_window is None:
             raise ConfigError(
@@ -453,6 +457,7 @@ class Compactor:
         self.tools = list(tools) if tools else None
         self.memory = memory
         self.verify_anchor = verify_anchor
+        self.calibrate = calibrate
         # (length, first and last message objects, tokens) of the list the micro step left;
         # the objects themselves, so a hit is checked by identity (an id could be reused)
         self._count: tuple[int, BaseMessage, BaseMessage, int] | None = None
@@ -902,7 +907,7 @@ class Compactor:
             "tools": self.tools,
             "prepared": Prepared.from_dict(prepared),
             # A stateless chain compacts a copy: its model's usage describes the copy.
-            "calibrate": not self.verify_anchor,
+            "calibrate": self.calibrate,
         }
 
     def compact(
@@ -1285,22 +1290,39 @@ class Compactor:
         """
         load_tokenizers(self.counter)  # the first turn waits for them (see :meth:`micro`)
         with self._learning(messages), _recording() as events:
+            messages, refed = self._without_refed(messages)
             step, repair = drive(self.clear_steps(messages, thread_id))
-        return self._cleared(step, events, repair)
+        return self._cleared(step, events, repair, refed)
 
     async def aclear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
         """Async twin of :meth:`clear`."""
         await self.aready()
         with self._learning(messages), _recording() as events:
+            messages, refed = self._without_refed(messages)
             step, repair = await adrive(self.clear_steps(messages, thread_id))
-        return self._cleared(step, events, repair)
+        return self._cleared(step, events, repair, refed)
+
+    @staticmethod
+    def _without_refed(messages: Sequence[BaseMessage]) -> tuple[Sequence[BaseMessage], bool]:
+        """``messages`` without those a summary already replaced, handed back in (a parent
+        graph re-feeding its own list; :func:`~langchain_compact._refed.without_refed`)."""
+        facts = history_facts(messages)
+        if facts is None:  # a message is not a BaseMessage: the pairing check names it
+            return messages, False
+        kept, event = without_refed(messages, facts.boundary)
+        if event is not None:
+            emit(event)
+        return kept, event is not None
 
     @staticmethod
     def _cleared(
-        step: MicroStep, events: list[dict[str, Any]], repair: HistoryRepair | None = None
+        step: MicroStep,
+        events: list[dict[str, Any]],
+        repair: HistoryRepair | None = None,
+        refed: bool = False,
     ) -> Turn:
         transition: Transition = "micro_compacted" if step.changed else "continue"
-        if repair is not None:  # indices moved: the whole repaired list replaces the old
+        if repair is not None or refed:  # indices moved: the whole new list replaces the old
             return Turn(
                 "continue",
                 transition,

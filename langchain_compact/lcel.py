@@ -160,6 +160,7 @@ class MessageCompactor:
             counter=counter,
             tools=tools,
             verify_anchor=True,
+            calibrate=False,
         )
         self.thread_id = thread_id
         self.store = store

@@ -40,6 +40,7 @@ from langchain_compact._images import (
 )
 from langchain_compact._placeholders import FACTS_MARK, MERGED_SUMMARY_HEADER
 from langchain_compact._provider_items import carries_provider_compaction
+from langchain_compact._refed import is_stale_report
 from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import credited_savings, get_meta, newest_boundary
@@ -995,10 +996,11 @@ def _fresh_anchor(
 ) -> tuple[int, int, int] | None:
     """``(index, input + output tokens, tokens cleared since)`` of the newest usage report
     made after the last compaction, or ``None``."""
+    meta = get_meta(messages[boundary]) if boundary >= 0 else {}
     for i in range(len(messages) - 1, boundary, -1):
         msg = check_message(messages[i], i)
         usage = getattr(msg, "usage_metadata", None) if isinstance(msg, AIMessage) else None
-        if not usage or (msg.id is not None and msg.id in stale_ids):
+        if not usage or is_stale_report(msg, meta, stale_ids):
             continue
         anchored = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
         # Results cleared/truncated after this response was produced were counted in full.
