@@ -19,7 +19,12 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, To
 from langchain_compact._ops import Op, Outcome, ReadOp
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact.config import CompactionConfig
-from langchain_compact.history import find_safe_cut, last_boundary_index, original_task_index
+from langchain_compact.history import (
+    find_safe_cut,
+    last_boundary_index,
+    original_task_index,
+    tool_calls_of,
+)
 from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_PINNED_TASK,
@@ -221,7 +226,7 @@ def _around_provider_items(
             i += 1
         elif carries_provider_compaction(messages[i]):
             kept.add(i)
-            calls = {c["id"] for c in getattr(messages[i], "tool_calls", None) or [] if c["id"]}
+            calls = {c.id for c in tool_calls_of(messages[i]) if c.id}
             i += 1
             while i < cut and getattr(messages[i], "tool_call_id", None) in calls:
                 kept.add(i)

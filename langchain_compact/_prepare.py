@@ -36,6 +36,7 @@ from langchain_compact._ops import (
     summary_bound,
 )
 from langchain_compact.config import CompactionConfig
+from langchain_compact.history import CALL_LISTS
 from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, kind_of, newest_boundary
 from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.redaction import maybe_redact
@@ -97,12 +98,14 @@ def repeat_turn(turn: Sequence[BaseMessage]) -> list[BaseMessage]:
     out: list[BaseMessage] = []
     for message in turn:
         if isinstance(message, AIMessage):
-            calls = []
-            for call in message.tool_calls:
-                new = f"{call.get('id') or 'call'}{NEXT_TURN_SUFFIX}"
-                renamed[str(call.get("id"))] = new
-                calls.append({**call, "id": new})
-            update: dict[str, Any] = {"id": None, "tool_calls": calls, "usage_metadata": None}
+            update: dict[str, Any] = {"id": None, "usage_metadata": None}
+            for key in CALL_LISTS:  # a malformed call and its error result are renamed too
+                calls = []
+                for call in getattr(message, key):
+                    new = f"{call.get('id') or 'call'}{NEXT_TURN_SUFFIX}"
+                    renamed[str(call.get("id"))] = new
+                    calls.append({**call, "id": new})
+                update[key] = calls
             out.append(message.model_copy(update=update))
         elif isinstance(message, ToolMessage):
             call_id = renamed.get(message.tool_call_id, message.tool_call_id + NEXT_TURN_SUFFIX)

@@ -169,6 +169,11 @@ def render_message(message: BaseMessage, *, max_chars: int | None = None) -> str
             lines.append(
                 f"  -> called {render_call(call['name'], call['args'])} [{call.get('id')}]"
             )
+        for bad in message.invalid_tool_calls:
+            lines.append(
+                f"  -> called {bad.get('name') or 'a tool'} with malformed arguments "
+                f"{bad.get('args')!r} [{bad.get('id')}]"
+            )
     return "\n".join(lines)
 
 

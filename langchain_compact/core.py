@@ -703,18 +703,23 @@ class Compactor:
         (:func:`~langchain_compact.history.repair_report`), the messages it removed or
         replaced archived first (reason ``"repair"``) and a ``history_repaired`` event
         naming each change. A provider answers a broken pairing with HTTP 400, so the model
-        never receives one. The check reads only what is new since the last turn."""
+        never receives one. The check reads only what is new since the last turn.
+
+        A malformed call (``invalid_tool_calls``) without a result gets its error result in
+        both modes: that is langchain's ``create_agent`` state before its model node answers
+        it (after ``before_model``), not a broken history."""
         before = messages if isinstance(messages, list) else list(messages)
         try:
             check_pairing(before)
             return before, None
         except InvalidHistoryError as exc:
-            if self.config.on_invalid_history == "raise":
-                raise
             problem = exc
         # Only what follows the prefix an earlier turn found valid is repaired (O(new
         # messages)), the call ids used there counting as taken.
         start, used = valid_prefix(before)
+        if self.config.on_invalid_history == "raise":
+            # raises on the first defect that is not a malformed call awaiting its result
+            check_pairing(before, known=(start, used), allow_malformed=True)
         tail = repair_report(before[start:], seen=used)
         fixed = HistoryRepair(
             messages=[*before[:start], *tail.messages],
@@ -741,7 +746,9 @@ class Compactor:
         emit({"event": "history_repaired", "changes": changes, "archive_ref": ref})
         shown = "; ".join(f"messages[{c.index}] {c.action}" for c in fixed.changes[:5])
         more = f"; and {len(changes) - 5} more" if len(changes) > 5 else ""
-        logger.warning(
+        routine = all(c.action == "answered" for c in fixed.changes)  # as create_agent does
+        logger.log(
+            logging.INFO if routine else logging.WARNING,
             "invalid tool-call pairing repaired before the model call (%s); %d change(s): %s%s",
             problem,
             len(changes),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
@@ -26,6 +26,8 @@ from langchain_compact.markers import (
 from langchain_compact.tokens import check_message
 
 __all__ = [
+    "CALL_LISTS",
+    "CallRef",
     "HistoryRepair",
     "RepairChange",
     "check_pairing",
@@ -35,6 +37,7 @@ __all__ = [
     "original_task_index",
     "repair_history",
     "repair_report",
+    "tool_calls_of",
     "valid_prefix",
     "validate_history",
 ]
@@ -45,10 +48,57 @@ INTERRUPTED_RESULT = (
     "[no result: this tool call was interrupted before it returned; "
     "call the tool again if the result is still needed]"
 )
+MALFORMED_RESULT = (
+    "[no result: the arguments of this call to {name} were malformed or truncated{error}, so "
+    "it was not run; call the tool again with valid JSON arguments if it is still needed]"
+)
+"""The error result :func:`repair_report` gives a malformed call (``invalid_tool_calls``)
+that has none; ``{error}`` is the parser's message, when the call carries one."""
+
+#: The two lists of an ``AIMessage`` that hold tool calls: ``tool_calls`` (arguments
+#: parsed) and ``invalid_tool_calls`` (arguments that did not parse). Both take part in the
+#: pairing: langchain-openai sends an invalid call as one of the request's ``tool_calls``,
+#: and langchain's ``create_agent`` answers it with a ``status="error"`` ``ToolMessage``.
+CALL_LISTS = ("tool_calls", "invalid_tool_calls")
+
+
+class CallRef(NamedTuple):
+    """One tool call of an ``AIMessage``, as the pairing sees it (:func:`tool_calls_of`)."""
+
+    id: str | None
+    """The call id (``None`` or ``""`` when the call has none)."""
+    name: str
+    """The tool name (``""`` when a malformed call has none)."""
+    invalid: bool
+    """From ``invalid_tool_calls``: a call whose arguments did not parse."""
+
+
+def tool_calls_of(message: object) -> list[CallRef]:
+    """Every tool call of an ``AIMessage``, its ``tool_calls`` then its
+    ``invalid_tool_calls`` (:data:`CALL_LISTS`); ``[]`` for any other message. Every
+    place that pairs calls with results reads the calls through this.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage
+        >>> bad = {"name": "ls", "args": "{oops", "id": "c2", "error": None}
+        >>> ai = AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}],
+        ...                invalid_tool_calls=[bad])
+        >>> [(c.id, c.invalid) for c in tool_calls_of(ai)]
+        [('c1', False), ('c2', True)]
+    """
+    if not isinstance(message, AIMessage) or not (message.tool_calls or message.invalid_tool_calls):
+        return []
+    calls = [CallRef(c.get("id"), c.get("name") or "", False) for c in message.tool_calls]
+    calls += [CallRef(c.get("id"), c.get("name") or "", True) for c in message.invalid_tool_calls]
+    return calls
 
 
 def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = False) -> None:
     """Raise :class:`InvalidHistoryError` if tool calls and results are not properly paired.
+
+    A malformed call (``invalid_tool_calls``) is a call like the others: it needs its
+    result (langchain's ``create_agent`` answers it with an error), and an id is used by one
+    call only, within one ``AIMessage`` too.
 
     Args:
         messages: The history to check.
@@ -93,11 +143,15 @@ def check_pairing(
     *,
     allow_pending: bool = False,
     known: tuple[int, frozenset[str]] | None = None,
+    allow_malformed: bool = False,
 ) -> None:
     """:func:`validate_history`, reading only what an earlier check of the same history
     (grown since: the same first messages) did not cover. It runs before every model call,
     so a turn costs O(new messages), not O(history). ``known``: what the caller knows of a
     new list, as :func:`valid_prefix` says it (a repaired history whose start is unchanged).
+    ``allow_malformed``: accept malformed calls (``invalid_tool_calls``) that have no
+    result yet, langchain's ``create_agent`` state before its model node answers them
+    (:func:`repair_report` gives them their error result); such a check is not remembered.
 
     Raises:
         InvalidHistoryError: as :func:`validate_history`.
@@ -110,8 +164,8 @@ def check_pairing(
     start, prior = note if note is not None else (0, frozenset())
     if start > len(messages):
         start, prior = 0, frozenset()
-    done = _scan_pairing(messages, start, prior, allow_pending)
-    if usable and facts is not None:
+    done = _scan_pairing(messages, start, prior, allow_pending, allow_malformed)
+    if usable and facts is not None and not allow_malformed:
         facts.notes[_PAIRING_NOTE] = done
 
 
@@ -120,10 +174,13 @@ def _scan_pairing(
     start: int,
     prior: frozenset[str],
     allow_pending: bool,
+    allow_malformed: bool = False,
 ) -> tuple[int, frozenset[str]]:
     """Check ``messages[start:]``, where ``messages[start]`` opens a batch and ``prior``
-    holds the call ids answered before it; return the same pair for the newest batch."""
+    holds the call ids answered before it; return the same pair for the newest batch.
+    ``allow_malformed``: a batch whose only unanswered calls are malformed ones passes."""
     open_ids: dict[str, int] = {}  # unanswered call id -> index of its AIMessage
+    malformed: set[str] = set()  # the ids of the current batch's malformed calls
     batch: set[str] = set()  # ids of the current batch (answered or not)
     answered: list[str] = []  # answered since ``start``, in order
     answered_set: set[str] = set()
@@ -149,39 +206,50 @@ def _scan_pairing(
             answered.append(tcid)
             answered_set.add(tcid)
             continue
-        if open_ids:
-            first = min(open_ids.values())
-            missing = sorted(k for k, v in open_ids.items() if v == first)
-            raise InvalidHistoryError(
-                f"messages[{first}] is an AIMessage whose tool call(s) {missing} have no "
-                f"ToolMessage before messages[{i}]; add the results right after it, or close "
-                "them with repair_history (it adds an 'interrupted' result).",
-                index=first,
-            )
-        batch = set()
+        if open_ids and not (allow_malformed and open_ids.keys() <= malformed):
+            raise _unanswered(open_ids, malformed, f"before messages[{i}]")
+        open_ids, malformed, batch = {}, set(), set()
         safe, safe_count = i, len(answered)
-        if isinstance(msg, AIMessage) and msg.tool_calls:
-            for call in msg.tool_calls:
-                cid = call.get("id")
-                if not cid:
-                    raise InvalidHistoryError(
-                        f"messages[{i}] has a tool call without an id ({call.get('name')!r}); "
-                        "give every tool call an id so its result can be paired.",
-                        index=i,
-                    )
-                batch.add(cid)
-                open_ids[cid] = i
-    if open_ids and not allow_pending:
-        first = min(open_ids.values())
-        raise InvalidHistoryError(
-            f"messages[{first}] is an AIMessage whose tool call(s) {sorted(open_ids)} have no "
-            "result at the end of the history; run the tools first, or close the calls with "
-            "repair_history.",
-            index=first,
-        )
+        for n, call in enumerate(tool_calls_of(msg)):
+            cid = call.id
+            if not cid and allow_malformed and call.invalid:
+                cid = f"<call {n} without an id>"  # repair_report gives it one, and a result
+            if not cid:
+                raise InvalidHistoryError(
+                    f"messages[{i}] has a tool call without an id ({call.name!r}); "
+                    "give every tool call an id so its result can be paired.",
+                    index=i,
+                )
+            if cid in batch:
+                raise InvalidHistoryError(
+                    f"messages[{i}] has two tool calls with the id {cid!r} (Anthropic refuses "
+                    "duplicate tool_use ids, and a result cannot say which it answers); give "
+                    "each call its own id (repair_history renames the second).",
+                    index=i,
+                )
+            batch.add(cid)
+            open_ids[cid] = i
+            if call.invalid:
+                malformed.add(cid)
+    if open_ids and not allow_pending and not (allow_malformed and open_ids.keys() <= malformed):
+        raise _unanswered(open_ids, malformed, "at the end of the history")
     if safe_count:
         prior = prior | frozenset(answered[:safe_count])
     return safe, prior
+
+
+def _unanswered(open_ids: dict[str, int], malformed: set[str], where: str) -> InvalidHistoryError:
+    """The error for calls of ``messages[open_ids[...]]`` without a result ``where``."""
+    first = min(open_ids.values())
+    missing = sorted(k for k, v in open_ids.items() if v == first)
+    bad = sorted(malformed & set(missing))
+    note = f" ({bad} malformed: invalid_tool_calls)" if bad else ""
+    return InvalidHistoryError(
+        f"messages[{first}] is an AIMessage whose tool call(s) {missing}{note} have no "
+        f"ToolMessage {where}; add the results right after it, or close them with "
+        "repair_history (it adds an error result).",
+        index=first,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,10 +258,12 @@ class RepairChange:
 
     index: int
     """Position in the input of the message concerned."""
-    action: Literal["dropped", "renamed", "re-paired", "closed"]
+    action: Literal["dropped", "renamed", "re-paired", "closed", "answered"]
     """``dropped``: a result removed; ``renamed``: a call id changed in an AIMessage;
     ``re-paired``: a result's ``tool_call_id`` changed to match its call; ``closed``: an
-    "interrupted" result added for an unanswered call."""
+    "interrupted" result added for an unanswered call; ``answered``: an error result added
+    for a malformed call (``invalid_tool_calls``) that had none, as langchain's
+    ``create_agent`` adds one."""
     detail: str
     """One line saying what changed and why."""
 
@@ -219,8 +289,8 @@ class _Ids:
         for m in messages:
             if isinstance(m, ToolMessage):
                 self.taken.add(m.tool_call_id)
-            elif isinstance(m, AIMessage):
-                self.taken.update(str(c.get("id")) for c in m.tool_calls if c.get("id"))
+            else:
+                self.taken.update(str(c.id) for c in tool_calls_of(m) if c.id)
 
     def fresh(self, base: str) -> str:
         candidate, k = base, 2
@@ -233,12 +303,19 @@ class _Ids:
 def repair_report(messages: Sequence[BaseMessage], *, seen: Iterable[str] = ()) -> HistoryRepair:
     """Repair the tool-call pairing of ``messages`` and say what changed.
 
+    Calls are read from ``tool_calls`` and ``invalid_tool_calls`` (:func:`tool_calls_of`);
+    a renamed call is renamed in the list that holds it.
+
     * A call id used a second time (in another AIMessage or in the same batch) gets a fresh
-      id, and the result that answers it in its batch follows (re-paired, not dropped).
+      id, and the result that answers it in its batch follows (re-paired, not dropped); a
+      second call of one ``AIMessage`` whose id has one answer gets the ``interrupted``
+      result below.
     * A call without an id gets a fresh id; a result in its batch that answers no call of the
       batch is paired with it, in order.
-    * A call still unanswered at the next non-tool message gets a ``status="error"`` result
-      saying it was interrupted.
+    * A call still unanswered at the next non-tool message (or at the end) gets a
+      ``status="error"`` result saying it was interrupted; a malformed call
+      (``invalid_tool_calls``) gets one saying its arguments did not parse
+      (:data:`MALFORMED_RESULT`), as langchain's ``create_agent`` answers it.
     * A result that answers no call of its batch (an orphan), or answers one a second time, is
       dropped.
 
@@ -264,21 +341,28 @@ def repair_report(messages: Sequence[BaseMessage], *, seen: Iterable[str] = ()) 
     removed: list[BaseMessage] = []
     # The current batch: its AIMessage's input index, its call ids as written (written id ->
     # new ids still unanswered, in call order), its id-less calls still unanswered, and every
-    # unanswered new id -> tool name.
+    # unanswered new id -> (tool name, the parser's error of a malformed call, else None).
     ai_at = -1
     by_id: dict[str, list[str]] = {}
     idless: list[str] = []
-    pending: dict[str, str] = {}
+    pending: dict[str, tuple[str, str | None]] = {}
 
     def close_pending() -> None:
-        for cid, name in pending.items():
-            out.append(ToolMessage(INTERRUPTED_RESULT, tool_call_id=cid, name=name, status="error"))
+        for cid, (name, error) in pending.items():
+            action: Literal["closed", "answered"] = "closed"
+            text, why = INTERRUPTED_RESULT, "an 'interrupted'"
+            if error is not None:
+                text = MALFORMED_RESULT.format(
+                    name=name or "a tool", error=f" ({error})" if error else ""
+                )
+                action, why = "answered", "a 'malformed arguments'"
+            out.append(ToolMessage(text, tool_call_id=cid, name=name or None, status="error"))
             changes.append(
                 RepairChange(
                     ai_at,
-                    "closed",
-                    f"tool call {cid!r} ({name}) had no result: added an 'interrupted' error "
-                    "result after its batch",
+                    action,
+                    f"tool call {cid!r} ({name}) had no result: added {why} error result "
+                    "after its batch",
                 )
             )
         pending.clear()
@@ -318,34 +402,41 @@ def repair_report(messages: Sequence[BaseMessage], *, seen: Iterable[str] = ()) 
             continue
         close_pending()
         by_id, idless, ai_at = {}, [], i
-        if isinstance(msg, AIMessage) and msg.tool_calls:
-            calls = []
-            for n, call in enumerate(msg.tool_calls):
-                cid = call.get("id")
-                detail = ""
-                if not cid:
-                    new_id = ids.fresh(f"repaired_{i}_{n}")
-                    idless.append(new_id)
-                    detail = f"tool call {n} ({call['name']}) had no id: gave it {new_id!r}"
-                elif cid in seen_calls:  # a re-used id would pair with the wrong result
-                    new_id = ids.fresh(f"{cid}_dup{i}")
-                    by_id.setdefault(cid, []).append(new_id)
-                    detail = (
-                        f"tool call id {cid!r} ({call['name']}) was used before: renamed to "
-                        f"{new_id!r}"
-                    )
-                else:
-                    new_id = cid
-                    by_id.setdefault(cid, []).append(cid)
-                seen_calls.add(new_id)
-                pending[new_id] = call["name"]
-                if new_id != cid:
-                    call = {**call, "id": new_id}
-                    changes.append(RepairChange(i, "renamed", detail))
-                calls.append(call)
-            if calls != msg.tool_calls:
+        if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
+            update: dict[str, Any] = {}
+            n = 0  # the call's position over both lists
+            for key in CALL_LISTS:
+                written: list[Any] = getattr(msg, key)
+                calls = []
+                for call in written:
+                    cid, name = call.get("id"), call.get("name") or ""
+                    detail = ""
+                    if not cid:
+                        new_id = ids.fresh(f"repaired_{i}_{n}")
+                        idless.append(new_id)
+                        detail = f"tool call {n} ({name}) had no id: gave it {new_id!r}"
+                    elif cid in seen_calls:  # a re-used id would pair with the wrong result
+                        new_id = ids.fresh(f"{cid}_dup{i}")
+                        by_id.setdefault(cid, []).append(new_id)
+                        detail = (
+                            f"tool call id {cid!r} ({name}) was used before: renamed to {new_id!r}"
+                        )
+                    else:
+                        new_id = cid
+                        by_id.setdefault(cid, []).append(cid)
+                    seen_calls.add(new_id)
+                    error = None if key == "tool_calls" else str(call.get("error") or "")
+                    pending[new_id] = (name, error)
+                    if new_id != cid:
+                        call = {**call, "id": new_id}
+                        changes.append(RepairChange(i, "renamed", detail))
+                    calls.append(call)
+                    n += 1
+                if calls != written:
+                    update[key] = calls
+            if update:
                 removed.append(msg)
-                msg = msg.model_copy(update={"tool_calls": calls})
+                msg = msg.model_copy(update=update)
         out.append(msg)
     close_pending()
     return HistoryRepair(messages=out, changes=changes, removed=removed)
@@ -355,10 +446,11 @@ def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
     """Return a copy of ``messages`` that passes :func:`validate_history`.
 
     Dangling tool calls get an ``status="error"`` ToolMessage saying the call was
-    interrupted; a tool-call id used a second time is renamed, and so is the result that
-    answers it; orphan and duplicate results are dropped (logged at WARNING with their
-    index). The input is not modified; :func:`repair_report` returns the same history plus
-    what changed and which originals to archive.
+    interrupted (a malformed call, one saying its arguments did not parse); a tool-call id
+    used a second time is renamed, and so is the result that answers it; orphan and
+    duplicate results are dropped (logged at WARNING with their index). The input is not
+    modified; :func:`repair_report` returns the same history plus what changed and which
+    originals to archive.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
@@ -393,9 +485,10 @@ def _broken_until(messages: Sequence[BaseMessage], start: int) -> int:
         if calls - answered:  # the previous batch was never fully answered
             clean, since_clean = i, set()
         calls, answered = set(), set()
-        if isinstance(msg, AIMessage) and msg.tool_calls:
-            ids = [c.get("id") for c in msg.tool_calls]
-            if not all(ids):  # a call without an id cannot be paired: keep it out
+        ids = [c.id for c in tool_calls_of(msg)]
+        if ids:
+            # a call without an id, or two calls with one id, cannot be paired: keep it out
+            if not all(ids) or len(set(ids)) < len(ids):
                 i += 1
                 while i < n and isinstance(messages[i], ToolMessage):
                     i += 1

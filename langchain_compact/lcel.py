@@ -47,7 +47,7 @@ from langchain_compact.errors import (
     InvalidHistoryError,
     is_provider_overflow,
 )
-from langchain_compact.history import last_boundary_index
+from langchain_compact.history import last_boundary_index, tool_calls_of
 from langchain_compact.markers import with_meta
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
@@ -78,7 +78,10 @@ def _message_digest(message: BaseMessage) -> bytes:
     if entry is not None and entry[0]() is message and entry[1] == id(message.content):
         return entry[2]
     calls = message.tool_calls if isinstance(message, AIMessage) else []
+    invalid = message.invalid_tool_calls if isinstance(message, AIMessage) else []
     payload = [message.type, message.content, getattr(message, "tool_call_id", None), calls]
+    if invalid:  # a message without malformed calls keeps its digest
+        payload.append(invalid)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).digest()
     with _DIGESTS_LOCK:
         if len(_DIGESTS) >= _DIGESTS_MAX:
@@ -104,9 +107,7 @@ def _same_place(kept: BaseMessage, raw: BaseMessage) -> bool:
         return False
     if getattr(kept, "tool_call_id", None) != getattr(raw, "tool_call_id", None):
         return False
-    calls = [c.get("id") for c in kept.tool_calls] if isinstance(kept, AIMessage) else []
-    raw_calls = [c.get("id") for c in raw.tool_calls] if isinstance(raw, AIMessage) else []
-    return calls == raw_calls
+    return [c.id for c in tool_calls_of(kept)] == [c.id for c in tool_calls_of(raw)]
 
 
 class MessageCompactor:

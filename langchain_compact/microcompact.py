@@ -50,7 +50,7 @@ from langchain_compact.config import (
 )
 from langchain_compact.digest import structured_digest
 from langchain_compact.errors import ConfigError
-from langchain_compact.history import find_safe_cut, original_task_index
+from langchain_compact.history import find_safe_cut, original_task_index, tool_calls_of
 from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_PINNED_TASK,
@@ -159,10 +159,9 @@ def tool_names(messages: Sequence[BaseMessage]) -> dict[str, str]:
     """``tool_call_id -> tool name``, from the tool calls of the ``AIMessage`` objects."""
     names: dict[str, str] = {}
     for msg in messages:
-        if isinstance(msg, AIMessage):
-            for call in msg.tool_calls:
-                if call.get("id"):
-                    names[str(call["id"])] = call["name"]
+        for call in tool_calls_of(msg):
+            if call.id:
+                names[call.id] = call.name
     return names
 
 

@@ -395,6 +395,10 @@ class ExtractiveSummarizer:
                     rendered = render_call(call["name"], call["args"])
                     calls[str(call.get("id"))] = rendered
                     actions.append(f"called {_clip(rendered, 400)}")
+                for bad in msg.invalid_tool_calls:  # answered by an error result, if at all
+                    rendered = f"{bad.get('name') or 'a tool'} with malformed arguments"
+                    calls[str(bad.get("id"))] = rendered
+                    actions.append(f"called {rendered}: {_clip(str(bad.get('args')), 200)}")
             elif isinstance(msg, ToolMessage):
                 answered.add(msg.tool_call_id)
                 if kind_of(msg) == KIND_CLEARED:  # a placeholder: keep its fact lines and id

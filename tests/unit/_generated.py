@@ -743,8 +743,9 @@ class Violation:
 
 
 def pairing_problems(messages: Sequence[BaseMessage]) -> list[str]:
-    """Every AIMessage tool call answered by a ToolMessage before the next non-tool
-    message; no orphan or duplicate ToolMessage; a system message only at the start."""
+    """Every AIMessage tool call (``tool_calls`` and ``invalid_tool_calls``) answered by a
+    ToolMessage before the next non-tool message; no orphan or duplicate ToolMessage; no id
+    twice in one message; a system message only at the start."""
     problems: list[str] = []
     open_ids: set[str] = set()
     answered: set[str] = set()
@@ -766,7 +767,12 @@ def pairing_problems(messages: Sequence[BaseMessage]) -> list[str]:
             for c in m.tool_calls:
                 if not isinstance(c.get("args"), dict):
                     problems.append(f"tool call {c.get('id')!r} at {i} has non-dict args")
-                open_ids.add(str(c.get("id")))
+            # a malformed call is sent as a tool call too (langchain-openai), so it needs its
+            # result; and one message's call ids are distinct (Anthropic)
+            ids = [str(c.get("id")) for c in [*m.tool_calls, *m.invalid_tool_calls]]
+            if len(set(ids)) < len(ids):
+                problems.append(f"duplicate tool call ids at {i}: {sorted(ids)}")
+            open_ids.update(ids)
     if open_ids:
         problems.append(f"tool calls {sorted(open_ids)} unanswered at the end")
     return problems
