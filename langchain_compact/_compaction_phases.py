@@ -210,7 +210,7 @@ class _Draft:
         """A context size in the provider's tokens, as a local count."""
         return None if tokens is None else int((tokens - self.overhead) / self.scale)
 
-    def room(self, *, facts: bool = False) -> int | None:
+    def room(self, *, facts: bool = False, key_facts: bool = False) -> int | None:
         """Local tokens left for the new summary beside what is kept, up to the trigger.
 
         The roof is the trigger, not the fit limit: a summary that takes the room up to
@@ -219,9 +219,12 @@ class _Draft:
         up to halfway between the trigger and the fit limit, which the fidelity supplement
         may use for the facts the shorter summary dropped (a compacted history over the
         trigger but fitting goes on, and facts are the last thing a small room gives
-        up)."""
+        up). ``key_facts``: the room up to the fit limit itself, for the key facts of the
+        supplement (values, ids) when the room up to halfway is gone."""
         trigger, fit = self.config.trigger_tokens, self.config.fit_tokens
-        if facts and trigger is not None and fit is not None:
+        if key_facts and fit is not None:
+            roof = self.local(fit)
+        elif facts and trigger is not None and fit is not None:
             roof = self.local((trigger + fit) // 2)
         else:
             roof = self.local(trigger if trigger is not None else fit)
@@ -481,11 +484,16 @@ def summarize_span(
     draft.errors += errors
     # Facts the text dropped: up to the facts bound (half the configured summary bound,
     # more in a large window; not the bound the room squeezed), within the room up to
-    # halfway to the fit limit.
+    # halfway to the fit limit; its key facts (a value a tool computed, an id) within the
+    # room up to the fit limit: a tail that fills the room to halfway (an unread result,
+    # digests, or an estimate that counts them high) must not cost the values the next
+    # step needs (the README's LCEL run lost one so without tiktoken's files).
     left, cap = draft.room(facts=True), facts_bound(draft.config)
     written = draft.counter([HumanMessage(text)])
     spare = cap if left is None else max(Budget.supplement_floor(), min(cap, left - written))
-    draft.supplement = fidelity_supplement(readable, text, max_tokens=spare)
+    up_to_fit = draft.room(key_facts=True)
+    keys = spare if up_to_fit is None else max(spare, min(cap, up_to_fit - written))
+    draft.supplement = fidelity_supplement(readable, text, max_tokens=spare, key_fact_tokens=keys)
     draft.header = header
     draft.body = header + text
     if draft.supplement:

@@ -510,6 +510,7 @@ def fidelity_supplement(
     *,
     max_items: int | None = None,
     max_tokens: int | None = None,
+    key_fact_tokens: int | None = None,
 ) -> str:
     """Details of ``span`` that ``summary`` dropped, as a supplement to append ('' if none).
 
@@ -606,7 +607,10 @@ def fidelity_supplement(
         line = f"- {item}: {ctx}"
         cost = approximate_tokens([HumanMessage(line)]) - 6
         full = max_items is not None and len(lines) >= max_items
-        if full or (max_tokens is not None and used + cost > max_tokens):
+        bound = max_tokens
+        if bound is not None and key_fact_tokens is not None and rank(item) == 0:
+            bound = max(bound, key_fact_tokens)  # key facts first, in the larger room
+        if full or (bound is not None and used + cost > bound):
             break
         lines.append(line)
         used += cost

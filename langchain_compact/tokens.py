@@ -523,6 +523,8 @@ class TiktokenCounter:
         self._message_cache = Generations()
         self._encoder: Any = None
         self._fallback = False
+        self.unavailable: str | None = None
+        """Why the encoding could not be loaded (``None`` while it loads or has loaded)."""
         self._lock = threading.Lock()
         self._tools_tokens = self.count_text(_tools_text(tools)) if tools else 0
 
@@ -556,7 +558,8 @@ class TiktokenCounter:
                     except Exception:
                         pass
                 self._fallback = True
-                _warn_fallback(f"{type(exc).__name__}: {exc}")
+                self.unavailable = f"{type(exc).__name__}: {exc}"
+                _warn_fallback(self.unavailable)
         return self._encoder
 
     @property
@@ -628,8 +631,9 @@ _precise_lock = threading.Lock()
 def precise_counter() -> TiktokenCounter | None:
     """A process-wide tiktoken ``o200k_base`` counter for the counts that must be precise
     (the size of a compacted history, before any usage report describes it), or ``None``
-    when the encoding cannot be loaded here (then the caller keeps its estimate; no warning,
-    nothing raised).
+    when the encoding cannot be loaded here: then the caller keeps its estimate, nothing is
+    raised, and one warning on the ``langchain_compact`` logger per process says what is
+    missing and how to get it (:data:`PRECISE_UNAVAILABLE`).
 
     A character-based count errs by content type (code, hex, prose, CJK), so one
     usage-calibrated scale over a whole history runs several percent off once a compaction
@@ -648,7 +652,21 @@ def precise_counter() -> TiktokenCounter | None:
                 exact = counter.exact
             _warned_fallback = warned  # a user's own TiktokenCounter still warns once
             _precise.append(counter if exact else None)
+            if not exact:
+                logger.warning(PRECISE_UNAVAILABLE, (counter.unavailable or "?")[:160])
     return _precise[0]
+
+
+#: The one warning (logged once per process) when :func:`precise_counter` cannot load
+#: ``o200k_base``: every count is then an estimate, and a run can differ from one with the
+#: files (what a compaction keeps is sized on those counts).
+PRECISE_UNAVAILABLE = (
+    "tiktoken could not load its o200k_base file (%s): langchain-compact counts with "
+    "approximate_tokens estimates instead, so what a compaction keeps can differ from a run "
+    "with the file. Offline, install the file with `pip install 'langchain-compact[offline]'` "
+    "(or call langchain_compact.tokens.provision_tiktoken_cache()), or set "
+    "TIKTOKEN_CACHE_DIR to a folder that holds it; online, tiktoken downloads it once."
+)
 
 
 def _tokenizers_loaded(counter: object) -> bool:
