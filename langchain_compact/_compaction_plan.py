@@ -22,6 +22,7 @@ from langchain_compact.config import CompactionConfig
 from langchain_compact.history import (
     find_safe_cut,
     last_boundary_index,
+    newest_request_index,
     original_task_index,
     tool_calls_of,
 )
@@ -34,7 +35,7 @@ from langchain_compact.markers import (
     kind_of,
     with_meta,
 )
-from langchain_compact.microcompact import cleared_tokens
+from langchain_compact.microcompact import cleared_tokens, unread_start
 from langchain_compact.summarizers import Summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
@@ -115,7 +116,10 @@ def plan_compaction(
     the newest turn (the newest ``AIMessage`` with its results, or the messages after it).
     A turn of long assistant text or large tool-call arguments then leaves the turns before
     it to summarise instead of nothing. ``tail_tokens`` replaces the budget's limit
-    (``0``: the newest turn alone).
+    (``0``: the newest turn alone). The user's current request
+    (:func:`~langchain_compact.history.newest_request_index`), when the model has not read
+    it yet and it is not the task, is never in the span: it is kept as the first message of
+    the tail, after the summary.
     """
     n = len(messages)
     b = last_boundary_index(messages)
@@ -139,7 +143,21 @@ def plan_compaction(
     if task_i >= cut:
         task_i = -1
     kept, cut = _around_provider_items(messages, start, cut, task_i)
-    span = [m for i, m in enumerate(messages[start:cut], start) if i != task_i and i not in kept]
+    # The user's request the model has not answered yet is never summarised: it stays
+    # verbatim after the summary, the first message of the tail (keep_last_n=0 too).
+    request = newest_request_index(messages)
+    if (
+        not (start <= request < cut)
+        or request == task_i
+        or request in kept
+        or request < unread_start(messages)
+    ):
+        request = -1
+    span = [
+        m
+        for i, m in enumerate(messages[start:cut], start)
+        if i != task_i and i != request and i not in kept
+    ]
     if not span:
         return None
     for i in sorted({*kept, task_i} - {-1}):
@@ -147,7 +165,10 @@ def plan_compaction(
         if i == task_i and kind_of(m) != KIND_PINNED_TASK:
             m = with_meta(m, kind=KIND_PINNED_TASK)
         head.append(m)
-    return Plan(head=head, span=span, tail=list(messages[cut:]))
+    tail = list(messages[cut:])
+    if request >= 0:
+        tail.insert(0, messages[request])
+    return Plan(head=head, span=span, tail=tail)
 
 
 def newest_turn_start(messages: Sequence[BaseMessage], start: int = 0) -> int:

@@ -30,7 +30,7 @@ from langchain_compact._prepare import Prepared, use_prepared
 from langchain_compact._scan import HistoryFacts, history_facts, holding
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
-from langchain_compact.history import last_boundary_index
+from langchain_compact.history import last_boundary_index, newest_request_index
 from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_STOP,
@@ -470,4 +470,6 @@ def _steps(
 def _newest_turn_alone(plan: Plan) -> bool:
     """Whether ``plan`` keeps only the newest turn (no second compaction could take more)."""
     tail = plan.tail
+    if tail and newest_request_index(tail) == 0:
+        tail = tail[1:]  # the user's current request, kept before the newest turn
     return not tail or newest_turn_start(tail) == 0

@@ -34,6 +34,7 @@ __all__ = [
     "find_safe_cut",
     "is_summary",
     "last_boundary_index",
+    "newest_request_index",
     "original_task_index",
     "repair_history",
     "repair_report",
@@ -556,3 +557,24 @@ def original_task_index(messages: Sequence[BaseMessage]) -> int:
         if first < 0 and isinstance(msg, HumanMessage) and kind not in (KIND_SUMMARY, KIND_STOP):
             first = i
     return first
+
+
+def newest_request_index(messages: Sequence[BaseMessage]) -> int:
+    """Index of the user's current request: the newest human message that is neither a
+    summary nor a stop message (``-1`` when there is none). It is kept verbatim while the
+    context fits with it whole: a compaction keeps it after the new summary (never in the
+    span), and it is the last thing digested
+    (:func:`~langchain_compact.microcompact.shrink_unread`).
+    When it is the original task, the task's own rules apply (pinned; cut over
+    ``task_max_ratio``).
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> newest_request_index([HumanMessage("go"), AIMessage("ok"), HumanMessage("more")])
+        2
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        if isinstance(msg, HumanMessage) and kind_of(msg) not in (KIND_SUMMARY, KIND_STOP):
+            return i
+    return -1

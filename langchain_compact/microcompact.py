@@ -50,7 +50,12 @@ from langchain_compact.config import (
 )
 from langchain_compact.digest import structured_digest
 from langchain_compact.errors import ConfigError
-from langchain_compact.history import find_safe_cut, original_task_index, tool_calls_of
+from langchain_compact.history import (
+    find_safe_cut,
+    newest_request_index,
+    original_task_index,
+    tool_calls_of,
+)
 from langchain_compact.markers import (
     KIND_CLEARED,
     KIND_PINNED_TASK,
@@ -577,8 +582,9 @@ def truncate_large_tool_results(
     replaces it. A notice says how to read the whole text again. This low-level function
     cuts every result it is given, read or not: :func:`micro_compact` decides which ones
     may be cut. With ``include_human``, long human messages are cut too (agents without
-    native tool calls receive observations as user messages). Summaries and the pinned
-    task are never cut.
+    native tool calls receive observations as user messages), but not the newest one (the
+    user's current request; :func:`shrink_unread` digests it last). Summaries and the
+    pinned task are never cut.
 
     Example:
         >>> from langchain_core.messages import ToolMessage
@@ -591,9 +597,15 @@ def truncate_large_tool_results(
         raise ConfigError(f"keep_chars={keep_chars} must be smaller than max_chars={max_chars}")
     anchor = _usage_anchor(messages)
     out = list(messages)
+    request = newest_request_index(messages) if include_human else -1
     for i, raw in enumerate(messages):
         msg = check_message(raw, i)
-        human = include_human and isinstance(msg, HumanMessage) and kind_of(msg) is None
+        human = (
+            include_human
+            and i != request
+            and isinstance(msg, HumanMessage)
+            and kind_of(msg) is None
+        )
         if not (isinstance(msg, ToolMessage) or human) or kind_of(msg) in _DONE:
             continue
         if len(tool_result_text(msg)) <= max_chars:
@@ -979,7 +991,10 @@ def shrink_unread(
 ) -> list[BaseMessage]:
     """Digest the results the model has not read yet (tool results, and long observations
     that agents without native tool calls send as user messages), largest first, until
-    ``need`` tokens are freed: the last resort when they cannot fit the window at all.
+    ``need`` tokens are freed: the last resort when they cannot fit the window at all. The
+    user's current request (the newest human message,
+    :func:`~langchain_compact.history.newest_request_index`; read or not) comes after all
+    of them: it is digested only when the others cannot free ``need``.
 
     Each digest keeps what the need leaves of its result (the room there is, not a fixed
     few lines), and with ``fixed`` (tokens of the system prompt, task and summaries) at
@@ -991,23 +1006,30 @@ def shrink_unread(
     excluded = set(config.micro_exclude_tools)
     # ``has_task=False``: a compaction's kept tail, whose first user message is not the task
     task_i = original_task_index(out) if has_task else -1
-    unread = [
-        i
-        for i in range(unread_start(out), len(out))
+    request = newest_request_index(out)
+
+    def eligible(i: int) -> bool:
         # a digest made earlier (sized to a room a compaction has since changed) may be
         # digested again; its original is archived already
-        if kind_of(out[i]) in (None, KIND_TRUNCATED)
-        and i != task_i
-        and (
-            (isinstance(out[i], ToolMessage) and result_name(out[i], names) not in excluded)
-            # Agents without native tool calls get their observations as user messages.
-            or (
-                isinstance(out[i], HumanMessage)
-                and len(tool_result_text(out[i])) > OBSERVATION_CHARS
+        return (
+            kind_of(out[i]) in (None, KIND_TRUNCATED)
+            and i != task_i
+            and (
+                (isinstance(out[i], ToolMessage) and result_name(out[i], names) not in excluded)
+                # Agents without native tool calls get their observations as user messages.
+                or (
+                    isinstance(out[i], HumanMessage)
+                    and len(tool_result_text(out[i])) > OBSERVATION_CHARS
+                )
             )
         )
-    ]
+
+    unread = [i for i in range(unread_start(out), len(out)) if i != request and eligible(i)]
+    if request >= 0 and eligible(request):
+        unread.append(request)
     sizes = {i: _tokens(tool_result_text(out[i]), counter) for i in unread}
+    # Largest first; the current request last, read or not.
+    order = sorted(unread, key=lambda j: (j == request, -sizes[j]))
     total = max(1, sum(sizes.values()))
     b = config.budget
     floor = b.unread_share(fixed) if b is not None and fixed is not None else 0
@@ -1022,7 +1044,7 @@ def shrink_unread(
     real_total = max(1, sum(real.values())) if precise is not None else total
     anchor = _usage_anchor(out)
     freed = 0
-    for i in sorted(unread, key=lambda j: -sizes[j]):
+    for i in order:
         if freed >= need:
             break
         want, size, measure = sizes[i] - (need - freed), sizes[i], counter

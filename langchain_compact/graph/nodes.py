@@ -12,7 +12,9 @@ every edge asks the core what comes next. No decision is made here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages import BaseMessage, RemoveMessage
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
 __all__ = ["CompactionNodes", "resolve_context_window"]
 
 logger = logging.getLogger("langchain_compact")
+
+#: Model inputs the gate let through and the model node has not started on yet, remembered
+#: at most (one per run in flight; an entry the node never reaches, after an error, ages out).
+GATED_REMEMBERED = 256
 
 
 class CompactionNodes:
@@ -75,6 +81,10 @@ class CompactionNodes:
             memory=memory,
         )
         self.key = messages_key
+        # The message lists the gate let through, until the model node starts on them
+        # (:meth:`entry`): a call that did not come through the gate is compacted there.
+        self._gated: OrderedDict[Hashable, None] = OrderedDict()
+        self._gated_lock = threading.Lock()
 
     @property
     def config(self) -> CompactionConfig:
@@ -114,13 +124,94 @@ class CompactionNodes:
         the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action); past the
         prepare point, ``["continue", "prepare"]``: the model and the prepare node run in
         the same superstep, so the summary is written while the model works."""
-        decision, prepare = self.core.route(self._messages(state), state.get("prepared_summary"))
+        messages = self._messages(state)
+        decision, prepare = self.core.route(messages, state.get("prepared_summary"))
+        if decision.action == "continue":
+            self._let_through(messages)
         return ["continue", "prepare"] if prepare else decision.action
 
     def after_summarize(self, state: dict[str, Any]) -> Literal["continue", "stop"]:
         """Edge after a compaction: go on whenever the next call fits (see
         :meth:`Compactor.after_step`); a failed compaction stops."""
-        return self.core.after_step(self._messages(state), state.get("transition"))
+        messages = self._messages(state)
+        step = self.core.after_step(messages, state.get("transition"))
+        if step == "continue":
+            self._let_through(messages)
+        return step
+
+    # ------------------------------------------------------------------ the model's entry
+
+    @staticmethod
+    def _mark(messages: Sequence[BaseMessage]) -> Hashable:
+        """What identifies a message list the gate let through when the model node reads
+        it in the next step: its length and its last message (``add_messages`` gives every
+        message an id; the same object otherwise)."""
+        if not messages:
+            return (0, None)
+        last = messages[-1]
+        return (len(messages), last.id if last.id else id(last))
+
+    def _let_through(self, messages: Sequence[BaseMessage]) -> None:
+        with self._gated_lock:
+            self._gated[self._mark(messages)] = None
+            while len(self._gated) > GATED_REMEMBERED:
+                self._gated.popitem(last=False)
+
+    def _came_through_gate(self, messages: Sequence[BaseMessage]) -> bool:
+        key = self._mark(messages)
+        with self._gated_lock:
+            if key not in self._gated:
+                return False
+            del self._gated[key]
+            return True
+
+    def _entry_state(self, state: Any) -> list[BaseMessage] | None:
+        """The messages to compact at the model node's entry; ``None`` when the call came
+        through the gate (or the input holds no message list: a ``Send`` of another shape)."""
+        if not isinstance(state, Mapping) or not isinstance(state.get(self.key), Sequence):
+            return None
+        messages = self._messages(dict(state))
+        return None if self._came_through_gate(messages) else messages
+
+    def _entered(self, turn: Turn, state: Any, node: Runnable[Any, Any], config: Any) -> Any:
+        if turn.outcome == "stopped":  # the model is not called: the stop message is its reply
+            return self._update(turn)
+        if turn.history is None and not turn.replaced:
+            return node.invoke(state, config)
+        return self._merged(turn, node.invoke(self._retry_state(state, turn), config))
+
+    def entry(self, node: Runnable[Any, Any], name: str) -> RunnableLambda[Any, Any]:
+        """The model node wrapped so that a call that did not come through the gate (the
+        routing edge in front of the model) gets the whole turn at its entry: a node
+        returning ``Command(goto=<model node>)`` (a human review's reject), a ``Send`` to
+        it, an edge added after :func:`add_compaction`. The pairing is checked, old results
+        cleared, a due compaction runs (:meth:`Compactor.turn`), then the node is called on
+        the result and its update comes after the turn's (as :meth:`guard` merges them). On
+        a stop the node is not called: the stop message is the node's update, and the
+        node's own edges go on from it (an ``AIMessage`` without tool calls). A call the
+        gate let through (remembered by its message list until the node starts on it) goes
+        straight to the node: nothing is counted twice."""
+
+        def call(state: Any, config: RunnableConfig) -> Any:
+            messages = self._entry_state(state)
+            if messages is None:
+                return node.invoke(state, config)
+            turn = self.core.turn(messages, thread_id_of(config), run_config=config)
+            return self._entered(turn, state, node, config)
+
+        async def acall(state: Any, config: RunnableConfig) -> Any:
+            messages = self._entry_state(state)
+            if messages is None:
+                return await node.ainvoke(state, config)
+            turn = await self.core.aturn(messages, thread_id_of(config), run_config=config)
+            if turn.outcome == "stopped":
+                return self._update(turn)
+            if turn.history is None and not turn.replaced:
+                return await node.ainvoke(state, config)
+            retry = self._retry_state(state, turn)
+            return self._merged(turn, await node.ainvoke(retry, config))
+
+        return RunnableLambda(call, afunc=acall, name=name)
 
     # ------------------------------------------------------------------ the turn's value
 

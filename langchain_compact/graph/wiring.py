@@ -55,8 +55,11 @@ def add_compaction(
     Your nodes are not touched. Add ``make_recall_tool(DefaultArchive())`` (or your own
     ``archive``) to your tools so the model can read archived originals back. Plain, waiting
     (``add_edge([a, b], model)``) and conditional edges (with or without a path map,
-    returning a name or a list of names) are redirected; a ``Send`` to the model node or a
-    node returning ``Command(goto=model)`` is not, and reaches the model without compaction.
+    returning a name or a list of names) are redirected. A way in that is not an edge (a
+    node returning ``Command(goto=model_node)``, such as a human review's reject, or a
+    ``Send`` to it) meets the same turn at the model node's entry
+    (:meth:`CompactionNodes.entry`: the node is wrapped, not changed; a call that came
+    through the gate is not checked twice).
 
     Args:
         builder: The graph builder, before ``.compile()``.
@@ -126,9 +129,14 @@ def add_compaction(
     )
     gate = names["micro"]
     model_spec = builder.nodes[model_node]
-    if overflow_retry and isinstance(model_spec.runnable, Runnable):  # add_node coerced it
-        guarded = nodes.guard(model_spec.runnable, model_node)
-        builder.nodes[model_node] = dataclasses.replace(model_spec, runnable=guarded)
+    if isinstance(model_spec.runnable, Runnable):  # add_node coerced it
+        inner = model_spec.runnable
+        if overflow_retry:
+            inner = nodes.guard(inner, model_node)
+        # A Command(goto=model_node) or a Send is not an edge to redirect: the node's entry
+        # runs the turn for a call that did not come through the gate.
+        entered = nodes.entry(inner, model_node)
+        builder.nodes[model_node] = dataclasses.replace(model_spec, runnable=entered)
 
     # Redirect every way into the model node through the gate.
     for start, end in list(builder.edges):
