@@ -128,4 +128,9 @@ def test_async_runs_measure_the_compaction_turn(system: str) -> None:
         warnings.simplefilter("ignore")
         r = run_system(system, summarizer_latency=0.01, model_latency=0.01, use_async=True)
     assert r is not None and r["finished"], r
-    assert r["compactions"] == 1 and [t["call"] for t in r["turns"] if t["compaction"]] == [5]
+    # One full compaction, once the tool results have filled the window past the trigger
+    # (call 4 since a usage report anchors only the list it describes, call 5 before: the
+    # report of call 3 was trusted for a list it did not describe), and no call over the window.
+    compacted = [t["call"] for t in r["turns"] if t["compaction"]]
+    assert r["compactions"] == 1 and len(compacted) == 1 and compacted[0] in (4, 5), compacted
+    assert all(t["input_tokens"] <= 6_000 for t in r["turns"]), r["turns"]
