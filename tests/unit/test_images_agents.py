@@ -168,3 +168,26 @@ def test_lcel_compact_messages(provider: str, usage: bool, tmp_path: Any) -> Non
             break
         history += [SCREENSHOT.invoke({**c, "type": "tool_call"}) for c in reply.tool_calls]
     _check(model, history[-1])
+
+
+@pytest.mark.parametrize("integration", ["graph", "middleware"])
+def test_async_runs_count_the_screenshots_the_same(integration: str) -> None:
+    import asyncio
+
+    model = BrowserModel(provider="anthropic", usage=False)
+    config = CompactionConfig(context_window=WINDOW)
+    if integration == "graph":
+        from langchain_compact.graph import create_compacting_agent
+
+        agent = create_compacting_agent(model, [SCREENSHOT], config=config, archive=None)
+    else:
+        from langchain.agents import create_agent
+
+        from langchain_compact.middleware import CompactionMiddleware
+
+        agent = create_agent(
+            model=model, tools=[SCREENSHOT], middleware=[CompactionMiddleware(config=config)]
+        )
+    task = HumanMessage("Buy the cheapest flight.", id="task")
+    out = asyncio.run(agent.ainvoke({"messages": [task]}))
+    _check(model, out["messages"][-1])
