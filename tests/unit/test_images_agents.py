@@ -170,9 +170,8 @@ def test_lcel_compact_messages(provider: str, usage: bool, tmp_path: Any) -> Non
     _check(model, history[-1])
     # The cleared screenshots were archived first, whole, and their placeholders name them.
     archive, thread = JsonlArchive(tmp_path), "default"  # compact_messages' default thread
-    kept = {
-        m.id: m for ref in archive.refs(thread_id=thread) for m in archive.read(ref, thread_id=thread)
-    }
+    refs = archive.refs(thread_id=thread)
+    kept = {m.id: m for ref in refs for m in archive.read(ref, thread_id=thread)}
     last = model.inputs[-1]
     cleared = [m for m in last if isinstance(m, ToolMessage) and isinstance(m.content, str)]
     assert cleared, "older screenshots were cleared"
