@@ -15,8 +15,8 @@ is then priced with the formula of the provider the model belongs to:
 * Any other model, or none named: the largest of the OpenAI tile and Anthropic costs.
 
 An image whose size cannot be read (a URL, a file id, a header that is not one of the four)
-costs the provider's maximum. Sizes are remembered per payload (its length and a hash of its
-first bytes), so counting a history again reads no header twice.
+costs the provider's maximum. Sizes are remembered per payload (its length and hash, which a
+str computes once), so counting a history again reads no header twice.
 """
 
 from __future__ import annotations
@@ -68,12 +68,11 @@ PATCH_MULTIPLIERS = {
 _OPENAI_PREFIXES = ("gpt-", "chatgpt-", "o1", "o3", "o4", "computer-use", "openai")
 _ANTHROPIC_PREFIXES = ("claude", "anthropic")
 
-#: Base64 characters decoded for a header (3,072 bytes): PNG, GIF and WebP need under 32.
-_HEAD_CHARS = 4_096
 #: Segments a JPEG scan hops over before it gives up (EXIF, ICC and XMP come first).
 _JPEG_HOPS = 64
 _SIZE_CACHE_LIMIT = 4_096
 _SIZE_CACHE: dict[tuple[int, int], tuple[str, int, int] | None] = {}
+_TOKENS_CACHE: dict[tuple[Any, ...], int] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,24 +213,30 @@ def image_size(block: dict[str, Any]) -> tuple[str, int, int] | None:
         >>> image_size({"type": "image", "base64": png, "mime_type": "image/png"})
         ('png', 1280, 800)
     """
-    ref, _ = _image_fields(block)
+    return _size_of(_image_fields(block)[0])
+
+
+def _size_of(ref: str | None) -> tuple[str, int, int] | None:
     if not ref:
         return None
+    # A str caches its hash: the same payload counted again costs one lookup, no slice.
+    key = (len(ref), hash(ref))
+    if key in _SIZE_CACHE:
+        return _SIZE_CACHE[key]
+    size = None
     if ref.startswith("data:"):
         header, _, payload = ref.partition(",")
         if ";base64" not in header:
-            return None
+            payload = ""
     elif ref.startswith(("http://", "https://", "gs://", "s3://", "file:")):
-        return None
+        payload = ""
     else:
         payload = ref
-    key = (len(payload), hash(payload[:_HEAD_CHARS]))
-    if key in _SIZE_CACHE:
-        return _SIZE_CACHE[key]
-    try:
-        size = _read_size(_Base64(payload))
-    except (ValueError, struct.error, binascii.Error):
-        size = None
+    if payload:
+        try:
+            size = _read_size(_Base64(payload))
+        except (ValueError, struct.error, binascii.Error):
+            size = None
     if len(_SIZE_CACHE) >= _SIZE_CACHE_LIMIT:
         _SIZE_CACHE.clear()
     _SIZE_CACHE[key] = size
@@ -246,11 +251,18 @@ def image_tokens(block: dict[str, Any], pricing: ImagePricing = LARGEST) -> int:
         ...              OPENAI)
         1445
     """
-    size = image_size(block)
-    _, detail = _image_fields(block)
-    if size is None:
-        return pricing.tokens(None, None, detail)
-    return pricing.tokens(size[1], size[2], detail)
+    ref, detail = _image_fields(block)
+    key = (len(ref), hash(ref), pricing.kind, pricing.multiplier, detail) if ref else None
+    cached = _TOKENS_CACHE.get(key) if key else None
+    if cached is not None:
+        return cached
+    size = _size_of(ref)
+    n = pricing.tokens(size[1], size[2], detail) if size else pricing.tokens(None, None, detail)
+    if key:
+        if len(_TOKENS_CACHE) >= _SIZE_CACHE_LIMIT:
+            _TOKENS_CACHE.clear()
+        _TOKENS_CACHE[key] = n
+    return n
 
 
 def describe_image(block: dict[str, Any]) -> str:

@@ -430,7 +430,8 @@ def clear_tool_results(
     whole). Older ones of at least ``min_chars`` characters whose tool is not in
     ``exclude_tools`` (by the result's name or the name of the call it answers) are
     cleared, unless the placeholder would not be shorter. The placeholder keeps the lines
-    that carry facts (``key = value``, ids, paths, URLs). With ``clear_at_least > 0``
+    that carry facts (``key = value``, ids, paths, URLs); images and files in a result go
+    with its text, the placeholder naming each (``image 1280x800 png``). With ``clear_at_least > 0``
     nothing changes until clearing would free at least that many tokens.
 
     Args:

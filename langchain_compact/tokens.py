@@ -435,14 +435,16 @@ def _cached_count(
     """
     key = None
     if message.id is not None and isinstance(message.content, str):
-        calls = (
-            tuple((c.get("id") or "", _args_size(c.get("args"))) for c in message.tool_calls)
-            + tuple(
-                (c.get("id") or "", len(c.get("args") or "")) for c in message.invalid_tool_calls
+        calls: tuple[tuple[str, int], ...] = ()
+        if isinstance(message, AIMessage):
+            calls = tuple(
+                (c.get("id") or "", _args_size(c.get("args"))) for c in message.tool_calls
             )
-            if isinstance(message, AIMessage)
-            else ()
-        )
+            if message.invalid_tool_calls:  # their raw arguments' lengths
+                calls += tuple(
+                    (c.get("id") or "", len(c.get("args") or ""))
+                    for c in message.invalid_tool_calls
+                )
         key = (
             message.type,
             message.id,

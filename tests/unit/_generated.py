@@ -16,7 +16,6 @@ roomy context is left alone.
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import random
@@ -28,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
+from _image_oracle import costs, detail_of, encoded, image_blocks, size_of
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -59,11 +59,12 @@ MIN_WINDOW, MAX_WINDOW = 2_000, 1_000_000
 BANDS = ((2_000, "2k-8k"), (8_000, "8k-32k"), (32_000, "32k-128k"), (128_000, "128k-1M"))
 
 #: Fixed overhead the counter adds per message (role and framing), per tool call (framing)
-#: and per request (reply priming); an image block in low detail costs OpenAI 85 tokens.
+#: and per request (reply priming). An image costs what the larger of OpenAI's and
+#: Anthropic's formulas says (``_image_oracle``): the provider is not named, so the package
+#: must not count it below either (its ``detail: low`` lowers OpenAI's price only).
 PER_MESSAGE = 4
 PER_TOOL_CALL = 4
 PER_REQUEST = 3
-PER_IMAGE = 85
 #: The room the package states for the reply: a twentieth of the window, at most 4,096.
 REPLY_RESERVE_CAP = 4_096
 #: What the smallest context allows for a condensed summary: a tenth of the window, at most
@@ -143,9 +144,20 @@ def images_in(content: Any) -> int:
     )
 
 
+def image_tokens(content: Any) -> int:
+    """The images of a content, each at the larger of the two providers' prices."""
+    if isinstance(content, str):
+        return 0
+    total = 0
+    for b in image_blocks(content):
+        size = size_of(b) or (None, None)
+        total += max(costs(size[0], size[1], detail_of(b)).values())
+    return total
+
+
 def message_tokens(message: BaseMessage) -> int:
     n = PER_MESSAGE + text_tokens(content_text(message.content))
-    n += PER_IMAGE * images_in(message.content)
+    n += image_tokens(message.content)
     if isinstance(message, ToolMessage):
         n += text_tokens(message.tool_call_id) + text_tokens(message.name or "")
     if isinstance(message, AIMessage):
@@ -241,7 +253,8 @@ def cjk(rng: random.Random, tokens: int, tag: str) -> str:
 
 
 def _png(rng: random.Random) -> str:
-    return base64.b64encode(bytes(rng.randrange(256) for _ in range(600))).decode()
+    """A small screenshot: a PNG of 32 to 400 pixels a side (at most 214 tokens an image)."""
+    return encoded("png", rng.randint(32, 400), rng.randint(32, 400))
 
 
 # ----------------------------------------------------------------------------- scenario
@@ -868,7 +881,7 @@ def budget(record: RunRecord) -> Budget:
         )
         if turn.observation is not None:
             obs = HumanMessage(turn.observation)
-            rest += min(message_tokens(obs), DIGEST_TOKENS + PER_IMAGE * images_in(obs.content))
+            rest += min(message_tokens(obs), DIGEST_TOKENS + image_tokens(obs.content))
         newest.append(ai + rest)
         newest_ai.append(ai)
     w = s.window

@@ -36,9 +36,13 @@ def _png_chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-def png(width: int, height: int, body: int = 2_000) -> bytes:
+def png(width: int, height: int, body: int | None = None) -> bytes:
+    """A PNG of ``width`` x ``height`` whose image data is ``body`` random bytes (by default
+    a tenth of a byte a pixel, 2 kB to 60 kB: a 1280x800 screenshot's payload is 80 kB of
+    base64)."""
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    idat = zlib.compress(bytes(random.Random(width * height).randrange(256) for _ in range(body)))
+    size = body if body is not None else max(2_000, min(60_000, width * height // 10))
+    idat = zlib.compress(random.Random(width * height).randbytes(size))
     return (
         b"\x89PNG\r\n\x1a\n"
         + _png_chunk(b"IHDR", ihdr)

@@ -168,3 +168,36 @@ def test_lcel_compact_messages(provider: str, usage: bool, tmp_path: Any) -> Non
             break
         history += [SCREENSHOT.invoke({**c, "type": "tool_call"}) for c in reply.tool_calls]
     _check(model, history[-1])
+    # The cleared screenshots were archived first, whole, and their placeholders name them.
+    archive, thread = JsonlArchive(tmp_path), "default"  # compact_messages' default thread
+    refs = archive.refs(thread_id=thread)
+    kept = {m.id: m for ref in refs for m in archive.read(ref, thread_id=thread)}
+    last = model.inputs[-1]
+    cleared = [m for m in last if isinstance(m, ToolMessage) and isinstance(m.content, str)]
+    assert cleared, "older screenshots were cleared"
+    for m in cleared:
+        assert "image 1280x800 png" in m.text
+        assert kept[m.id].content == screenshots(int(str(m.id).removeprefix("shot_")))
+
+
+@pytest.mark.parametrize("integration", ["graph", "middleware"])
+def test_async_runs_count_the_screenshots_the_same(integration: str) -> None:
+    import asyncio
+
+    model = BrowserModel(provider="anthropic", usage=False)
+    config = CompactionConfig(context_window=WINDOW)
+    if integration == "graph":
+        from langchain_compact.graph import create_compacting_agent
+
+        agent = create_compacting_agent(model, [SCREENSHOT], config=config, archive=None)
+    else:
+        from langchain.agents import create_agent
+
+        from langchain_compact.middleware import CompactionMiddleware
+
+        agent = create_agent(
+            model=model, tools=[SCREENSHOT], middleware=[CompactionMiddleware(config=config)]
+        )
+    task = HumanMessage("Buy the cheapest flight.", id="task")
+    out = asyncio.run(agent.ainvoke({"messages": [task]}))
+    _check(model, out["messages"][-1])

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from _generated import PER_REQUEST, message_tokens, prose, tools_tokens
+from _generated import PER_REQUEST, image_tokens, message_tokens, prose, tools_tokens
 from _image_oracle import FORMATS, FORMS, block, content_image_costs, costs
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.exceptions import ContextOverflowError as CoreOverflow
@@ -44,8 +44,8 @@ def provider_count(messages: Sequence[BaseMessage], tools: Sequence[Any]) -> dic
     base = PER_REQUEST + tools_tokens(tools) if tools else PER_REQUEST
     total = {p: base for p in PROVIDERS}
     for m in messages:
-        # message_tokens counts an image block at 85 (OpenAI's low detail): taken back here.
-        text = message_tokens(m) - 85 * len(_images(m))
+        # message_tokens counts each image at the larger price: taken back here.
+        text = message_tokens(m) - image_tokens(m.content)
         images = content_image_costs(m.content)
         for p in PROVIDERS:
             total[p] += text + images[p]
