@@ -87,10 +87,12 @@ def tool_calls_of(message: object) -> list[CallRef]:
         >>> [(c.id, c.invalid) for c in tool_calls_of(ai)]
         [('c1', False), ('c2', True)]
     """
-    if not isinstance(message, AIMessage) or not (message.tool_calls or message.invalid_tool_calls):
+    if not isinstance(message, AIMessage):
         return []
-    calls = [CallRef(c.get("id"), c.get("name") or "", False) for c in message.tool_calls]
-    calls += [CallRef(c.get("id"), c.get("name") or "", True) for c in message.invalid_tool_calls]
+    good, bad = message.tool_calls, message.invalid_tool_calls
+    calls = [CallRef(c.get("id"), c.get("name") or "", False) for c in good] if good else []
+    if bad:
+        calls += [CallRef(c.get("id"), c.get("name") or "", True) for c in bad]
     return calls
 
 
