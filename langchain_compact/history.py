@@ -511,9 +511,9 @@ def find_safe_cut(messages: Sequence[BaseMessage], index: int) -> int:
 
     When the input is broken after that point (an orphan or duplicate tool result, a call
     not answered before the next message, a call without an id or sharing one with another
-    call of its message), the cut moves forward, past the last such message, so that ``messages[c:]`` is valid (pending calls at the end
-    allowed) and the broken part falls into what is summarised and archived: a compaction
-    leaves no orphan behind.
+    call of its message), the cut moves forward, past the last such message, so that
+    ``messages[c:]`` is valid (pending calls at the end allowed) and the broken part falls
+    into what is summarised and archived: a compaction leaves no orphan behind.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
