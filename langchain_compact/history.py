@@ -87,10 +87,12 @@ def tool_calls_of(message: object) -> list[CallRef]:
         >>> [(c.id, c.invalid) for c in tool_calls_of(ai)]
         [('c1', False), ('c2', True)]
     """
-    if not isinstance(message, AIMessage) or not (message.tool_calls or message.invalid_tool_calls):
+    if not isinstance(message, AIMessage):
         return []
-    calls = [CallRef(c.get("id"), c.get("name") or "", False) for c in message.tool_calls]
-    calls += [CallRef(c.get("id"), c.get("name") or "", True) for c in message.invalid_tool_calls]
+    good, bad = message.tool_calls, message.invalid_tool_calls
+    calls = [CallRef(c.get("id"), c.get("name") or "", False) for c in good] if good else []
+    if bad:
+        calls += [CallRef(c.get("id"), c.get("name") or "", True) for c in bad]
     return calls
 
 
@@ -508,10 +510,10 @@ def find_safe_cut(messages: Sequence[BaseMessage], index: int) -> int:
     moves back to that batch's ``AIMessage``.
 
     When the input is broken after that point (an orphan or duplicate tool result, a call
-    not answered before the next message, a call without an id), the cut moves forward,
-    past the last such message, so that ``messages[c:]`` is valid (pending calls at the end
-    allowed) and the broken part falls into what is summarised and archived: a compaction
-    leaves no orphan behind.
+    not answered before the next message, a call without an id or sharing one with another
+    call of its message), the cut moves forward, past the last such message, so that
+    ``messages[c:]`` is valid (pending calls at the end allowed) and the broken part falls
+    into what is summarised and archived: a compaction leaves no orphan behind.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage

@@ -364,3 +364,22 @@ def test_middleware_keeps_langchains_own_answer(mode: str) -> None:
     agent.invoke({"messages": start}, {"configurable": {"thread_id": "k"}})
     assert [shape(m) for m in model.inputs] == [shape(start)]
     assert archive.refs(thread_id="k") == []
+
+
+# -- what reads the calls besides the pairing ----------------------------------------------------
+
+
+def test_a_prepared_turn_renames_a_malformed_call_with_its_result() -> None:
+    from langchain_compact._prepare import repeat_turn
+
+    again = repeat_turn(one_shot()[1:])
+    assert_payload_ok([HumanMessage("go"), *again])
+    assert again[0].invalid_tool_calls[0]["id"] == again[1].tool_call_id != "bad1"
+
+
+def test_the_extractive_summary_names_a_malformed_call() -> None:
+    from langchain_compact.summarizers import ExtractiveSummarizer
+
+    text = ExtractiveSummarizer().summarize(unanswered_malformed(), max_tokens=400)
+    assert "ls with malformed arguments" in text
+    assert "'bad1'" not in text and "pending: ls with malformed arguments" in text
