@@ -110,6 +110,7 @@ from langchain_compact.summarizers import (
     focusing,
 )
 from langchain_compact.tokens import (
+    AnchorCheck,
     TiktokenCounter,
     TokenCounter,
     aload_tokenizers,
@@ -416,7 +417,8 @@ class Compactor:
         memory: Also keep the pinned task and summaries in a store after each compaction.
         verify_anchor: Let a usage report anchor the count only when it can describe the
             list at hand (on by default: a parent graph may hand back what a compaction
-            replaced; an LCEL chain's replies describe the compacted copy it sent).
+            replaced); ``"strict"`` for a host whose replies may describe a compacted copy
+            of the list (LCEL), see :data:`~langchain_compact.tokens.AnchorCheck`.
         calibrate: Learn the provider's ratio from the newest usage report at a compaction
             (off for LCEL: its replies describe the copy the chain sent).
 
@@ -433,7 +435,7 @@ class Compactor:
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
         memory: CompactionMemory | None = None,
-        verify_anchor: bool = True,
+        verify_anchor: AnchorCheck = True,
         calibrate: bool = True,
     ) -> None:
         if config.context_window is None:

@@ -160,7 +160,7 @@ class MessageCompactor:
             archive=archive,
             counter=counter,
             tools=tools,
-            verify_anchor=True,
+            verify_anchor="strict",
             calibrate=False,
         )
         self.thread_id = thread_id

@@ -68,6 +68,7 @@ from langchain_compact.markers import (
     with_meta,
 )
 from langchain_compact.tokens import (
+    AnchorCheck,
     TiktokenCounter,
     TokenCounter,
     approx_text,
@@ -676,7 +677,7 @@ def micro_compact(
     archived: bool = True,
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
-    verify_anchor: bool = False,
+    verify_anchor: AnchorCheck = False,
     tokens: int | None = None,
 ) -> list[BaseMessage]:
     """:func:`micro_compact_with_count`'s messages (see there), run until a pass changes
@@ -706,7 +707,7 @@ def micro_compact_with_count(
     archived: bool = True,
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
-    verify_anchor: bool = False,
+    verify_anchor: AnchorCheck = False,
     tokens: int | None = None,
     compactable: Callable[[Sequence[BaseMessage]], bool] | None = None,
 ) -> MicroResult:

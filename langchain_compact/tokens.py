@@ -26,7 +26,7 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -46,6 +46,7 @@ from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import credited_savings, get_meta, newest_boundary
 
 __all__ = [
+    "AnchorCheck",
     "TiktokenCounter",
     "TokenCounter",
     "TokenizerUnavailableWarning",
@@ -788,7 +789,7 @@ def context_tokens(
     *,
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
-    verify_anchor: bool = False,
+    verify_anchor: AnchorCheck = False,
     calibrated: tuple[float, int] | None = None,
 ) -> int:
     """Context size of ``messages`` as the model will see it, anchored on real usage.
@@ -821,8 +822,10 @@ def context_tokens(
     else:  # read back only to the anchor (and the boundary) the facts remember
         scale, overhead = _calibration_of(facts.boundary_meta)
         found = facts.anchor
-    if found is not None and verify_anchor and not _describes(messages, counter, tools, found):
-        found = None
+    if found is not None and verify_anchor:
+        strict = verify_anchor == "strict"
+        if not _describes(messages, counter, tools, found, strict=strict):
+            found = None
     if calibrated is not None:  # another counter than the one the boundary calibrated
         scale, overhead = calibrated
     if found is not None:
@@ -847,7 +850,7 @@ def precise_context_tokens(
     messages: Sequence[BaseMessage],
     *,
     tools: Sequence[Any] | None = None,
-    verify_anchor: bool = False,
+    verify_anchor: AnchorCheck = False,
 ) -> int | None:
     """:func:`context_tokens` counted with tiktoken (:func:`precise_counter`), scaled by the
     newest usage report as tiktoken counts the input it describes; ``None`` when tiktoken's
@@ -942,20 +945,30 @@ def _describes(
     counter: TokenCounter,
     tools: Sequence[Any] | None,
     anchor: tuple[int, int, int],
+    *,
+    strict: bool = True,
 ) -> bool:
     """Whether the usage report at ``anchor`` can describe the messages before it as given.
 
-    With tiktoken at hand: its input is at least :data:`VERIFIED_SHARE` of their o200k count
-    (tokenizers rarely need fewer tokens than o200k; a chain whose model saw a compacted copy
-    reports far fewer). Otherwise at least :data:`MIN_REPORTED_SHARE` of the local count.
+    With tiktoken at hand: its input is at least :data:`VERIFIED_SHARE` (``strict``) or
+    :data:`MIN_REPORTED_SHARE` of their o200k count (tokenizers rarely need fewer tokens
+    than o200k; a chain whose model saw a compacted copy reports fewer, a list handed back
+    with what a compaction replaced before the report far fewer). Otherwise at least
+    :data:`MIN_REPORTED_SHARE` of the local count. The messages alone are compared:
+    the report counts the tool schemas too, each provider rendering them its own way (often
+    in fewer tokens than their JSON), so counting them on the local side would reject a
+    report that does describe the list.
 
     A provider that compacted on its side (a compaction item before the report) counts from
     its item on: the report is then checked against the messages from the newest item."""
     precise = precise_counter()
     counting, share = (
-        (precise, VERIFIED_SHARE) if precise is not None else (counter, MIN_REPORTED_SHARE)
+        (precise, VERIFIED_SHARE if strict else MIN_REPORTED_SHARE)
+        if precise is not None
+        else (counter, MIN_REPORTED_SHARE)
     )
-    pair = _reported_and_local(messages, counting, tools, anchor)
+    del tools  # the messages alone (see above)
+    pair = _reported_and_local(messages, counting, None, anchor)
     if pair is None or pair[0] >= share * pair[1]:
         return True
     i = anchor[0]
@@ -963,7 +976,7 @@ def _describes(
     if item < 0:
         return False
     since = _reported_and_local(
-        [*messages[item:i], messages[i]], counting, tools, (i - item, *anchor[1:])
+        [*messages[item:i], messages[i]], counting, None, (i - item, *anchor[1:])
     )
     return since is None or since[0] >= share * since[1]
 
@@ -988,11 +1001,21 @@ def _prefix_local(messages: Sequence[BaseMessage], i: int, counter: TokenCounter
 
 
 #: A usage report whose input is below this share of the local count of the same messages
-#: describes another list (an LCEL chain's compacted copy), not another tokenizer.
+#: describes another list (an LCEL chain's compacted copy, a history handed back with what
+#: a compaction replaced), not another tokenizer.
 MIN_REPORTED_SHARE = 0.6
-#: The same with an o200k count of those messages: a report below this share of it
+#: The same with an o200k count of those messages, for a strict check (``"strict"``, LCEL:
+#: a chain's compacted copy can be close to the raw list): a report below this share of it
 #: describes another list. (Tokenizers differ from o200k mostly by needing more tokens.)
 VERIFIED_SHARE = 0.95
+
+AnchorCheck = bool | Literal["strict"]
+"""Whether a usage report must describe the list at hand to anchor its count: ``False``
+(trusted), ``True`` (its input at least :data:`MIN_REPORTED_SHARE` of the o200k count of
+the messages before it: a provider's tokenizer may need fewer tokens than o200k, a list
+handed back with what a compaction replaced needs far more), ``"strict"`` (at least
+:data:`VERIFIED_SHARE` of it: an LCEL chain's replies describe the compacted copy it
+sent, which can be close to the raw list)."""
 #: Provider tokens per local token are taken within these bounds (tokenizers differ by
 #: well under 1.5x on text); the rest of a larger gap is fixed overhead the local count
 #: cannot see (tool schemas, chat templates), added as a constant.

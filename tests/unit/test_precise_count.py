@@ -118,14 +118,14 @@ def test_a_chain_anchors_only_on_usage_that_can_describe_the_list_it_holds() -> 
         update={"usage_metadata": copy_usage | {"total_tokens": 0}}
     )
     anchored = context_tokens(history)  # a graph's own history: the report is trusted
-    verified = context_tokens(history, verify_anchor=True)
+    verified = context_tokens(history, verify_anchor="strict")
     assert anchored < truth(history) * 0.95
     assert verified == context_tokens(
         [*history[:-2], history[-2].model_copy(update={"usage_metadata": None}), history[-1]]
     )
     exact = {"input_tokens": truth(prefix[:-1]), "output_tokens": 5, "total_tokens": 0}
     history[-2] = history[-2].model_copy(update={"usage_metadata": exact})
-    assert context_tokens(history, verify_anchor=True) == context_tokens(history)
+    assert context_tokens(history, verify_anchor="strict") == context_tokens(history)
 
 
 def test_a_chain_that_compacts_a_copy_does_not_calibrate_on_the_copys_usage() -> None:

@@ -9,6 +9,7 @@ count, and nothing a compaction replaced is sent again.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -132,14 +133,15 @@ def _middleware_worker(model: Worker) -> Any:
     return create_agent(model=model, tools=[read], middleware=[middleware])
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("build", [_graph_worker, _middleware_worker], ids=["graph", "middleware"])
-def test_supervisor_refeeds_are_recognised(build: Any) -> None:
+def test_supervisor_refeeds_are_recognised(build: Any, mode: str) -> None:
     model = Worker()
     parent = supervisor_graph(build(model))
-    out = parent.invoke(
-        {"messages": [HumanMessage("Project: three subtasks, one answer each.", id="task")]},
-        {"recursion_limit": 200},
-    )
+    start = {"messages": [HumanMessage("Project: three subtasks, one answer each.", id="task")]}
+    run = {"recursion_limit": 200}
+    sync = mode == "sync"
+    out = parent.invoke(start, run) if sync else asyncio.run(parent.ainvoke(start, run))
     assert _done(out["messages"]) == SUBTASKS
     sizes = [exact(m) for m in model.inputs]
     assert max(sizes) <= WINDOW, f"model inputs over the {WINDOW}-token window: {sizes}"
