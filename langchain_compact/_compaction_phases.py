@@ -62,6 +62,7 @@ from langchain_compact.budget import (
     Budget,
 )
 from langchain_compact.config import CompactionConfig
+from langchain_compact.history import newest_request_index
 from langchain_compact.markers import (
     KIND_SUMMARY,
     get_meta,
@@ -305,6 +306,7 @@ def slim_tail(
     # Agents without native tool calls (SWE-agent's text commands) get their observations
     # as user messages: cut the ones the model has read as well.
     read = unread_start(slim)
+    request = newest_request_index(slim)  # the user's current request stays whole here
     size, unit = large_result_limit(config, counter)
     max_chars = size if unit == "chars" else size * CHARS_PER_TOKEN
     if keep == 0:  # the next call cannot fit: every long read observation is digested
@@ -318,6 +320,7 @@ def slim_tail(
             archived=archived,
             include_human=True,
             counter=counter,
+            request=request if request < read else -1,
         )
         + slim[read:]
     )

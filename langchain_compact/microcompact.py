@@ -575,6 +575,7 @@ def truncate_large_tool_results(
     archived: bool = True,
     include_human: bool = False,
     counter: TokenCounter = approximate_tokens,
+    request: int | None = None,
 ) -> list[BaseMessage]:
     """Replace every tool result longer than ``max_chars`` by a digest of it.
 
@@ -585,8 +586,9 @@ def truncate_large_tool_results(
     cuts every result it is given, read or not: :func:`micro_compact` decides which ones
     may be cut. With ``include_human``, long human messages are cut too (agents without
     native tool calls receive observations as user messages), but not the newest one (the
-    user's current request; :func:`shrink_unread` digests it last). Summaries and the
-    pinned task are never cut.
+    user's current request; :func:`shrink_unread` digests it last; ``request``: its index
+    when ``messages`` is a part of the history, ``-1`` when it is not in this part).
+    Summaries and the pinned task are never cut.
 
     Example:
         >>> from langchain_core.messages import ToolMessage
@@ -599,7 +601,8 @@ def truncate_large_tool_results(
         raise ConfigError(f"keep_chars={keep_chars} must be smaller than max_chars={max_chars}")
     anchor = _usage_anchor(messages)
     out = list(messages)
-    request = newest_request_index(messages) if include_human else -1
+    if request is None:
+        request = newest_request_index(messages) if include_human else -1
     for i, raw in enumerate(messages):
         msg = check_message(raw, i)
         human = (

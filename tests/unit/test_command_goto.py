@@ -177,3 +177,27 @@ def test_a_graph_wired_by_edges_alone_runs_no_turn_at_the_model_entry(
     graph.invoke({"messages": read_turns(3, 20)})
     assert model.calls == 1
     assert entries == []
+
+
+def test_a_send_to_the_model_node_is_compacted_at_its_entry_without_the_overflow_guard() -> None:
+    """A ``Send`` is no edge either, and the entry does not depend on ``overflow_retry``."""
+    from langgraph.types import Send
+
+    config = CompactionConfig(context_window=WINDOW)
+    history = chat_turns(12, 95)
+    assert approximate_tokens(history) > (config.trigger_tokens or 0)
+    model = ScriptedChatModel(replies=[AIMessage("Done.")])
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_conditional_edges(START, lambda state: [Send("agent", state)], ["agent"])
+    builder.add_edge("agent", END)
+    add_compaction(builder, config=config, archive=None, overflow_retry=False)
+    builder.compile().invoke({"messages": history})
+    assert model.calls == 1
+    seen = model.log.inputs[0]
+    assert any(kind_of(m) == KIND_SUMMARY for m in seen)
+    assert approximate_tokens(seen) <= (config.fit_tokens or 0)

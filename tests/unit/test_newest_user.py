@@ -146,3 +146,25 @@ def test_a_request_that_cannot_fit_whole_is_digested_last_and_the_call_fits(way:
     assert approximate_tokens(out) <= (config.fit_tokens or 0)
     assert kind_of(by_id(out, "csv")) == KIND_TRUNCATED
     validate_history(out)
+
+
+def test_tail_slimming_cuts_a_read_observation_and_spares_only_the_current_request() -> None:
+    """An agent without native tool calls gets its observations as user messages: the
+    read ones in a compaction's tail are still cut (keep=0); the newest, unread one (the
+    current request) stays whole, and so does a newest one the model has read."""
+    from langchain_compact._compaction_phases import slim_tail
+    from langchain_compact._ops import drive
+
+    config = CompactionConfig(context_window=4_000)
+    observation = "\n".join(f"{k}: def field_{k}(self): return {k}" for k in range(200))
+    read = [
+        AIMessage("open fields.py", id="a1"),
+        HumanMessage(observation, id="o1"),
+        AIMessage("scroll down", id="a2"),
+    ]
+    tail = [*read, HumanMessage(observation, id="o2")]
+    out = drive(slim_tail(tail, config, None, "th", approximate_tokens, keep=0))
+    assert kind_of(by_id(out, "o1")) == KIND_TRUNCATED
+    assert by_id(out, "o2").content == observation
+    out = drive(slim_tail(read, config, None, "th", approximate_tokens, keep=0))
+    assert by_id(out, "o1").content == observation  # the newest human message, read
