@@ -809,8 +809,12 @@ def finish(draft: _Draft, ref: str | None) -> CompactionResult:
     summary = summary_message(draft.body, config, plan.span, **meta, tokens_after=tokens_after)
     new = [*draft.head, summary, *draft.tail]
     kept = {m.id for m in new}
-    logger.info(
-        "compaction #%d: %d -> %d tokens, %d messages summarised by %s%s",
+    # The compactor's log line says what a compaction freed (core.Compactor._report): these
+    # two counts differ in kind (the decision's, from the newest usage report, and a
+    # recount), so side by side they can read as a compaction that grew the context.
+    logger.debug(
+        "compaction #%d drafted: %d tokens by the decision's count, %d by a recount of the "
+        "new history, %d messages summarised by %s%s",
         index,
         tokens_before,
         tokens_after,

@@ -48,7 +48,12 @@ class RecallArgs(BaseModel):
         description="Exact id of an earlier message whose text or tool-call arguments were "
         "archived, as named in its notice or stub.",
     )
-    page: int = Field(default=1, ge=1, description="Page of the output, starting at 1.")
+    page: int | None = Field(
+        default=None,
+        ge=1,
+        description="Page of the output, starting at 1. Leave it out to get the page that "
+        "holds the first match of `query` (page 1 without a query).",
+    )
 
 
 class Hit(Protocol):
@@ -161,9 +166,10 @@ class RecallRenderer:
         hits: Sequence[tuple[str, int, BaseMessage]],
         criteria: Mapping[str, Any],
         *,
-        page: int,
+        page: int | None,
     ) -> str:
-        """Page ``page`` of the rendered hits, at most ``max_chars`` long."""
+        """Page ``page`` of the rendered hits, at most ``max_chars`` long; ``None``: the
+        page holding the first match of the query in the best hit (page 1 without one)."""
         what = " and ".join(
             f"{key}={value!r}"[:200]
             for key in ("query", "tool_call_id", "message_id")
@@ -177,17 +183,55 @@ class RecallRenderer:
         blocks = [f"{len(hits)} archived message(s) match {what}, best first:"]
         for n, (ref, index, message) in enumerate(hits, 1):
             blocks.append(f"[{n}] {_describe(message)} from {ref} #{index}:\n{_body(message)}")
-        text, pages = paginate("\n\n".join(blocks), page=page, size=self.max_chars - _FOOTER_ROOM)
-        if page > pages:
+        whole, size = "\n\n".join(blocks), self.max_chars - _FOOTER_ROOM
+        found = None
+        if page is None:
+            first = len(blocks[0]) + 2  # where the best hit's block starts
+            at = match_offset(whole, criteria.get("query"), first, first + len(blocks[1]))
+            found = None if at is None else at // size + 1
+        shown = page or found or 1
+        text, pages = paginate(whole, page=shown, size=size)
+        if shown > pages:
             return f"There are only {pages} page(s) for these arguments; pass page=1 to {pages}."
         if pages == 1:
             return text
-        if page < pages:
+        where = f"page {shown} of {pages}"
+        if found is not None and found > 1:
+            where += " (the page of the first match; page=1 is the start of the message)"
+        if shown < pages:
             return (
-                f"{text}\n\n[page {page} of {pages}: call {self.name} again with the same "
-                f"arguments and page={page + 1} for more]"
+                f"{text}\n\n[{where}: call {self.name} again with the same "
+                f"arguments and page={shown + 1} for more]"
             )
-        return f"{text}\n\n[page {page} of {pages}, the last]"
+        return f"{text}\n\n[{where}, the last]"
+
+
+def match_offset(text: str, query: str | None, start: int, end: int) -> int | None:
+    """Where in ``text[start:end]`` the query matches first: the first occurrence of its
+    rarest word there (as a whole word when it occurs so), so a long record opens where it
+    mentions what was asked for; ``None`` without a query word in that range.
+
+    Example:
+        >>> match_offset("intro. alpha beta ... beta alpha gamma", "gamma alpha", 0, 38)
+        33
+    """
+    words = (query or "").lower().split()
+    if not words:
+        return None
+    low = text[start:end].lower()
+    best: tuple[int, int] | None = None  # (occurrences, offset)
+    for word in words:
+        pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
+        first = pattern.search(low)
+        if first is not None:
+            found = (sum(1 for _ in pattern.finditer(low, first.start())), first.start())
+        elif (at := low.find(word)) >= 0:
+            found = (low.count(word, at), at)
+        else:
+            continue
+        if best is None or found[0] < best[0]:
+            best = found
+    return None if best is None else start + best[1]
 
 
 def build_recall_tool(archive: Searchable, *, name: str, max_chars: int) -> BaseTool:
@@ -211,7 +255,7 @@ def build_recall_tool(archive: Searchable, *, name: str, max_chars: int) -> Base
     def run(
         query: str | None = None,
         tool_call_id: str | None = None,
-        page: int = 1,
+        page: int | None = None,
         message_id: str | None = None,
         *,
         config: RunnableConfig,
@@ -225,7 +269,7 @@ def build_recall_tool(archive: Searchable, *, name: str, max_chars: int) -> Base
     async def arun(
         query: str | None = None,
         tool_call_id: str | None = None,
-        page: int = 1,
+        page: int | None = None,
         message_id: str | None = None,
         *,
         config: RunnableConfig,

@@ -166,8 +166,10 @@ _TURN_EVENTS: ContextVar[list[dict[str, Any]] | None] = ContextVar(
 
 def emit(event: dict[str, Any]) -> None:
     """Send ``event`` as a custom stream event under :data:`EVENT_KEY`, when inside a graph
-    run that streams ``"custom"`` (a no-op anywhere else), and record it in the
-    :attr:`Turn.events` of the turn being run."""
+    run that streams ``"custom"``, and as a callback custom event named :data:`EVENT_KEY`
+    (``on_custom_event`` in ``astream_events(version="v2")``) inside any run with callbacks
+    (a no-op anywhere else), and record it in the :attr:`Turn.events` of the turn being
+    run."""
     events = _TURN_EVENTS.get()
     if events is not None:
         events.append(event)
@@ -176,6 +178,12 @@ def emit(event: dict[str, Any]) -> None:
 
         get_stream_writer()({EVENT_KEY: event})
     except Exception:  # outside a graph run, or custom streaming not requested
+        pass
+    try:
+        from langchain_core.callbacks.manager import dispatch_custom_event
+
+        dispatch_custom_event(EVENT_KEY, event)
+    except Exception:  # outside a run: no parent run to attach the event to
         pass
 
 
@@ -1008,7 +1016,19 @@ class Compactor:
                     f"compaction freed {freed} tokens"
                 )
             emit({"event": "compaction", **event})
-            logger.info("compaction took %.3f s (%s)", pause, result.prepared or "on the spot")
+            logger.info(
+                "compaction #%s: %d messages summarised by %s, %s (counted alike on what it "
+                "removed and what it added); the context is now about %d tokens by "
+                "estimate%s; took %.3f s (%s)",
+                event.get("index"),
+                len(result.compacted),
+                result.summarizer,
+                f"freed {freed} tokens" if freed > 0 else f"freed nothing ({freed} tokens)",
+                result.tokens_after,
+                f", archived as {result.archive_ref}" if result.archive_ref else "",
+                pause,
+                result.prepared or "on the spot",
+            )
 
     # ------------------------------------------------------------------ the turn
 

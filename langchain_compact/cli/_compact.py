@@ -123,14 +123,26 @@ class StagedArchive(JsonlArchive):
     :meth:`commit` moves them into place (same refs, same files); :meth:`discard` drops
     them. A write whose messages ``target`` already holds returns the existing ref. Nothing
     is created on disk before the first write.
+
+    A read by ref finds a record staged here, then one staged in ``behind`` (the staging
+    of the step before, not committed yet: the full compaction reads the originals the
+    micro-compaction cleared moments earlier), then one in ``target``.
     """
 
-    def __init__(self, target: JsonlArchive) -> None:
+    def __init__(self, target: JsonlArchive, *, behind: StagedArchive | None = None) -> None:
         super().__init__(target.directory / ".staging")  # replaced on the first write
         self.target = target
+        self.behind = behind
         self.staged: list[tuple[str, str, str]] = []  # (thread id, ref, content hash)
         self._ready = False
         self._made_target = False
+
+    def _get(self, ref: str, thread_id: str) -> _r.Record:
+        if any(staged[:2] == (thread_id, ref) for staged in self.staged):
+            return super()._get(ref, thread_id)
+        if self.behind is not None:
+            return self.behind._get(ref, thread_id)
+        return self.target._get(ref, thread_id)
 
     def _fix(self, problem: str | OSError) -> str:
         # The target's message names its folder when the OS error carries no file name.
@@ -357,7 +369,8 @@ def _compact_staged(
         f"  micro-compaction: {len(micro.cleared)} old tool results cleared, "
         f"{len(micro.truncated)} oversized ones cut: {before:,} -> {after_micro:,} tokens"
     )
-    full = StagedArchive(stage.target)  # kept apart: dropped if the result does not shrink
+    # Kept apart (dropped if the result does not shrink); reads what ``stage`` holds.
+    full = StagedArchive(stage.target, behind=stage)
     try:
         with focusing(focus):
             result = compact_history(

@@ -43,6 +43,22 @@ def _positive(text: str) -> int:
     return value
 
 
+#: The smallest ``--window`` the commands accept: below it a window cannot hold a system
+#: prompt, the task, a summary and one tool result (a typo such as ``--window 10`` meant
+#: 10,000 or a window in thousands; docs/cli.md).
+MIN_WINDOW = 1_000
+
+
+def _window(text: str) -> int:
+    value = _positive(text)
+    if value < MIN_WINDOW:
+        raise argparse.ArgumentTypeError(
+            f"{value} tokens is below the smallest window the commands accept ({MIN_WINDOW:,}); "
+            "pass the model's context window in tokens, e.g. --window 8000 (not in thousands)"
+        )
+    return value
+
+
 def _add_model_flags(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--model",
@@ -96,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--window",
-        type=_positive,
+        type=_window,
         default=DEMO_WINDOW,
         help=f"context window in tokens ({DEMO_WINDOW})",
     )
@@ -132,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("file", metavar="FILE", help="transcript to inspect ('-': stdin)")
     inspect.add_argument(
         "--window",
-        type=_positive,
+        type=_window,
         default=DEFAULT_INSPECT_WINDOW,
         help=f"context window in tokens ({DEFAULT_INSPECT_WINDOW:,})",
     )
@@ -156,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("-o", "--output", metavar="OUT", required=True, help="output file")
     compact.add_argument(
         "--window",
-        type=_positive,
+        type=_window,
         default=DEFAULT_INSPECT_WINDOW,
         help=f"context window in tokens, for the summary budget ({DEFAULT_INSPECT_WINDOW:,})",
     )
