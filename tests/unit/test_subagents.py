@@ -26,6 +26,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Send
 from pydantic import Field, SkipValidation
@@ -34,12 +35,13 @@ from langchain_compact import (
     CompactionConfig,
     CompactionMiddleware,
     StoreArchive,
+    add_compaction,
     create_compacting_agent,
 )
-from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of
+from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, KIND_TRUNCATED, kind_of
 from langchain_compact.tokens import TiktokenCounter
 
-WINDOW = 8_000
+WINDOWS = (8_000, 32_000)
 READS = 6
 _O200K = TiktokenCounter(encoding="o200k_base")
 TASK = "Project: several subtasks, one answer each."
@@ -50,14 +52,20 @@ def exact(messages: Sequence[BaseMessage]) -> int:
     return _O200K.count_messages(list(messages))
 
 
-def page(part: str, words: int = 520) -> str:
+def page(part: str, window: int) -> str:
+    """A part of the material: about a third of the window, so that a subtask's six reads
+    overflow it (clearing, then a summary)."""
+    words = 520 * window // 8_000
     return f"page {part}: " + " ".join(f"{part}-w{i}" for i in range(words))
 
 
-@tool
-def read(part: str) -> str:
-    """Read one part of the material."""
-    return page(part)
+def reader(window: int) -> Any:
+    @tool
+    def read(part: str) -> str:
+        """Read one part of the material."""
+        return page(part, window)
+
+    return read
 
 
 def subtask_text(k: int) -> str:
@@ -81,6 +89,7 @@ class Worker(BaseChatModel):
     )
     calls: Annotated[dict[int, int], SkipValidation()] = Field(default_factory=dict)
     current: Annotated[list[int | None], SkipValidation()] = Field(default_factory=lambda: [None])
+    window: int = 8_000
 
     @property
     def _llm_type(self) -> str:
@@ -115,28 +124,46 @@ def _done(messages: Sequence[BaseMessage]) -> int:
     )
 
 
-Build = Callable[[Worker, StoreArchive], Any]
+Build = Callable[..., Any]
 
 
-def graph_worker(model: Worker, archive: StoreArchive) -> Any:
+def graph_worker(model: Worker, archive: StoreArchive, share: bool = False) -> Any:
     return create_compacting_agent(
         model,
-        [read],
-        config=CompactionConfig(context_window=WINDOW),
+        [reader(model.window)],
+        config=CompactionConfig(context_window=model.window, share_compaction=share),
         archive=archive,
         recall_tool=False,
     )
 
 
-def middleware_worker(model: Worker, archive: StoreArchive) -> Any:
-    config = CompactionConfig(context_window=WINDOW)
+def middleware_worker(model: Worker, archive: StoreArchive, share: bool = False) -> Any:
+    config = CompactionConfig(context_window=model.window, share_compaction=share)
     middleware = CompactionMiddleware(config=config, archive=archive)
-    return create_agent(model=model, tools=[read], middleware=[middleware])
+    return create_agent(model=model, tools=[reader(model.window)], middleware=[middleware])
+
+
+def wired_worker(model: Worker, archive: StoreArchive, share: bool = False) -> Any:
+    """A user's own ``StateGraph(MessagesState)`` with ``add_compaction``: its model node
+    reads only ``messages``, so the view reaches it from the gate."""
+    read = reader(model.window)
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    builder.add_node("tools", ToolNode([read]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    config = CompactionConfig(context_window=model.window, share_compaction=share)
+    add_compaction(builder, config=config, archive=archive)
+    return builder.compile()
 
 
 BUILDS = pytest.mark.parametrize(
-    "build", [graph_worker, middleware_worker], ids=["graph", "middleware"]
+    "build",
+    [graph_worker, middleware_worker, wired_worker],
+    ids=["graph", "middleware", "add_compaction"],
 )
+SIZES = pytest.mark.parametrize("window", WINDOWS, ids=["8k", "32k"])
 
 
 class Seen:
@@ -193,7 +220,7 @@ def fan_out(worker: Any, subtasks: int = 2) -> Any:
     return builder.compile()
 
 
-def check_parent(final: Sequence[BaseMessage], seen: Seen, subtasks: int) -> None:
+def check_parent(final: Sequence[BaseMessage], seen: Seen, subtasks: int, window: int) -> None:
     """No message in the parent's final state was made or changed by the package."""
     made = [(m.id, kind_of(m)) for m in final if kind_of(m) is not None]
     assert not made, f"the parent holds {len(made)} package-made or marked messages: {made[:5]}"
@@ -205,7 +232,7 @@ def check_parent(final: Sequence[BaseMessage], seen: Seen, subtasks: int) -> Non
     assert len(results) == subtasks * READS
     for m in results:
         k, n = m.tool_call_id[1:].split("_")
-        assert m.content == page(f"{k}.{n}"), f"result {m.tool_call_id} is not the original"
+        assert m.content == page(f"{k}.{n}", window), f"result {m.tool_call_id} is not the original"
     assert final[0].content == TASK
     assert _done(final) == subtasks
 
@@ -217,12 +244,13 @@ def check_worker(
     every original it took out of its view is recallable (``parallel``: one agent per
     subtask, whose calls interleave)."""
     sizes = [exact(inp) for _, inp in model.inputs]
-    assert max(sizes) <= WINDOW, f"model inputs over the {WINDOW}-token window: {sizes}"
+    assert max(sizes) <= model.window, f"inputs over the {model.window}-token window: {sizes}"
     if current is not None:
         assert [k for k, _ in model.inputs] == current, "a call lost its current subtask"
     assert all(k is not None for k, _ in model.inputs), "a call lost its current subtask"
     kinds = {kind_of(m) for _, inp in model.inputs for m in inp}
-    assert {KIND_CLEARED, KIND_SUMMARY} <= kinds, kinds  # the worker did compact
+    assert KIND_SUMMARY in kinds, kinds  # the worker did compact
+    assert {KIND_CLEARED, KIND_TRUNCATED} & kinds, kinds  # and put placeholders in its view
     shown: dict[int, set[str]] = {}  # results some earlier call of the same agent was sent
     for k, inp in model.inputs:
         seen = shown.setdefault(k if parallel else 0, set())
@@ -230,13 +258,14 @@ def check_worker(
         for call_id in sorted(seen - here):  # taken out of the view (cleared, cut, summarised)
             part = call_id[1:].replace("_", ".")
             hits = archive.search(thread_id="default", tool_call_id=call_id)
-            assert any(h.message.content == page(part) for h in hits), call_id
+            assert any(h.message.content == page(part, model.window) for h in hits), call_id
         seen |= {m.tool_call_id for m in inp if isinstance(m, ToolMessage)}
 
 
+@SIZES
 @BUILDS
-def test_a_supervisor_keeps_its_history_when_its_worker_compacts(build: Build) -> None:
-    model, seen = Worker(), Seen()
+def test_a_supervisor_keeps_its_history_when_its_worker_compacts(build: Build, window: int) -> None:
+    model, seen = Worker(window=window), Seen()
     archive = StoreArchive(InMemoryStore())
     parent = supervisor(build(model, archive), model, seen)
     current: list[int] = []
@@ -248,19 +277,20 @@ def test_a_supervisor_keeps_its_history_when_its_worker_compacts(build: Build) -
 
     object.__setattr__(model, "_generate", tracked)
     out = parent.invoke({"messages": [HumanMessage(TASK, id="task")]}, {"recursion_limit": 300})
-    check_parent(out["messages"], seen, 3)
+    check_parent(out["messages"], seen, 3, window)
     check_worker(model, archive, current)
 
 
+@SIZES
 @BUILDS
-def test_a_send_fan_out_keeps_the_parents_history(build: Build) -> None:
-    model, seen = Worker(), Seen()
+def test_a_send_fan_out_keeps_the_parents_history(build: Build, window: int) -> None:
+    model, seen = Worker(window=window), Seen()
     archive = StoreArchive(InMemoryStore())
     parent = fan_out(build(model, archive))
     start = [HumanMessage(TASK, id="task")]
     seen.note(start)
     out = parent.invoke({"messages": start}, {"recursion_limit": 300})
-    check_parent(out["messages"], seen, 2)
+    check_parent(out["messages"], seen, 2, window)
     check_worker(model, archive, None, parallel=True)
     assert {k for k, _ in model.inputs} == {1, 2}
 
@@ -270,14 +300,6 @@ def test_share_compaction_lets_the_worker_rewrite_the_parent(build: Build) -> No
     """The option restores the old behaviour: placeholders reach the parent by id."""
     model = Worker()
     archive = StoreArchive(InMemoryStore())
-    worker = build(model, archive)
-    shared = CompactionConfig(context_window=WINDOW, share_compaction=True)
-    if build is graph_worker:
-        worker = create_compacting_agent(
-            model, [read], config=shared, archive=archive, recall_tool=False
-        )
-    else:
-        mw = CompactionMiddleware(config=shared, archive=archive)
-        worker = create_agent(model=model, tools=[read], middleware=[mw])
+    worker = build(model, archive, share=True)
     out = fan_out(worker, subtasks=1).invoke({"messages": [HumanMessage(TASK, id="task")]})
     assert any(kind_of(m) is not None for m in out["messages"])
