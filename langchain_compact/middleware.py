@@ -94,6 +94,11 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     what is done and pending and end the run (``jump_to="end"``). Stale usage from before a
     compaction never triggers another one.
 
+    Inside another graph (a supervisor's node, a ``Send`` target) the compacted list is kept
+    under the private ``compaction_view`` key and handed to the model in ``wrap_model_call``;
+    the shared ``messages`` get only the agent's own new messages, so the parent's history
+    keeps what it had (``CompactionConfig.share_compaction``; docs/subagents.md).
+
     Args:
         config: Settings; ``context_window`` defaults to ``model.profile["max_input_tokens"]``.
         summarizer: Defaults to :class:`~langchain_compact.summarizers.ExtractiveSummarizer`
