@@ -13,6 +13,7 @@ exact o200k count, and every original the worker removed from its view is recall
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
@@ -25,10 +26,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.store.memory import InMemoryStore
-from langgraph.types import Send
+from langgraph.types import Command, Send, interrupt
 from pydantic import Field, SkipValidation
 
 from langchain_compact import (
@@ -40,6 +42,8 @@ from langchain_compact import (
 )
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, KIND_TRUNCATED, kind_of
 from langchain_compact.tokens import TiktokenCounter
+
+VIEW_KEY = "compaction_view"  # the worker's private state key (CompactionKeys)
 
 WINDOWS = (8_000, 32_000)
 READS = 6
@@ -184,7 +188,9 @@ def _shape(m: BaseMessage) -> tuple[str, Any, Any]:
     return (m.type, m.content, calls)
 
 
-def supervisor(worker: Any, model: Worker, seen: Seen, subtasks: int = 3) -> Any:
+def supervisor(
+    worker: Any, model: Worker, seen: Seen, subtasks: int = 3, checkpointer: Any = None
+) -> Any:
     def supervise(state: MessagesState) -> dict[str, Any]:
         seen.note(state["messages"])
         done = _done(state["messages"])
@@ -202,7 +208,7 @@ def supervisor(worker: Any, model: Worker, seen: Seen, subtasks: int = 3) -> Any
     builder.add_edge(START, "supervisor")
     builder.add_conditional_edges("supervisor", route, ["worker", END])
     builder.add_edge("worker", "supervisor")
-    return builder.compile()
+    return builder.compile(checkpointer=checkpointer)
 
 
 def fan_out(worker: Any, subtasks: int = 2) -> Any:
@@ -238,7 +244,12 @@ def check_parent(final: Sequence[BaseMessage], seen: Seen, subtasks: int, window
 
 
 def check_worker(
-    model: Worker, archive: StoreArchive, current: list[int] | None, *, parallel: bool = False
+    model: Worker,
+    archive: StoreArchive,
+    current: list[int] | None,
+    *,
+    parallel: bool = False,
+    thread: str = "default",
 ) -> None:
     """Each call saw its subtask and fit the window; the worker did clear and summarise;
     every original it took out of its view is recallable (``parallel``: one agent per
@@ -257,7 +268,7 @@ def check_worker(
         here = {m.tool_call_id for m in inp if isinstance(m, ToolMessage) and kind_of(m) is None}
         for call_id in sorted(seen - here):  # taken out of the view (cleared, cut, summarised)
             part = call_id[1:].replace("_", ".")
-            hits = archive.search(thread_id="default", tool_call_id=call_id)
+            hits = archive.search(thread_id=thread, tool_call_id=call_id)
             assert any(h.message.content == page(part, model.window) for h in hits), call_id
         seen |= {m.tool_call_id for m in inp if isinstance(m, ToolMessage)}
 
@@ -303,3 +314,52 @@ def test_share_compaction_lets_the_worker_rewrite_the_parent(build: Build) -> No
     worker = build(model, archive, share=True)
     out = fan_out(worker, subtasks=1).invoke({"messages": [HumanMessage(TASK, id="task")]})
     assert any(kind_of(m) is not None for m in out["messages"])
+
+
+def test_an_interrupt_inside_a_worker_resumes_with_its_view() -> None:
+    """A tool of the worker asks for approval (``interrupt``) after the worker compacted:
+    the pending decision survives, the worker's checkpointed state holds its view privately
+    (its shared list untouched), and after the resume the parent's history still holds
+    what it had."""
+    window, approved = 8_000, []
+
+    @tool
+    def read(part: str) -> str:
+        """Read one part of the material."""
+        if part.endswith(".4"):
+            approved.append(interrupt({"approve": part}))
+        return page(part, window)
+
+    model, seen = Worker(window=window), Seen()
+    archive = StoreArchive(InMemoryStore())
+    worker = create_compacting_agent(
+        model,
+        [read],
+        config=CompactionConfig(context_window=window),
+        archive=archive,
+        recall_tool=False,
+    )
+    parent = supervisor(worker, model, seen, subtasks=1, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "hitl"}, "recursion_limit": 300}
+    out = parent.invoke({"messages": [HumanMessage(TASK, id="task")]}, config)
+    assert "__interrupt__" in out
+    pending = len(model.inputs)
+    held = parent.get_state(config, subgraphs=True).tasks[0].state.values  # the worker's
+    assert {kind_of(m) for m in held[VIEW_KEY]["messages"]} & {KIND_CLEARED, KIND_TRUNCATED}
+    assert all(kind_of(m) is None for m in held["messages"])  # its shared list: untouched
+    out = parent.invoke(Command(resume="yes"), config)
+    assert approved == ["yes"]
+    assert len(model.inputs) > pending
+    check_parent(out["messages"], seen, 1, window)
+    check_worker(model, archive, None, thread="hitl")
+
+
+@pytest.mark.parametrize("build", [graph_worker, middleware_worker], ids=["graph", "middleware"])
+def test_the_async_path_keeps_the_parents_history(build: Build) -> None:
+    model, seen = Worker(), Seen()
+    archive = StoreArchive(InMemoryStore())
+    parent = supervisor(build(model, archive), model, seen, subtasks=2)
+    start = {"messages": [HumanMessage(TASK, id="task")]}
+    out = asyncio.run(parent.ainvoke(start, {"recursion_limit": 300}))
+    check_parent(out["messages"], seen, 2, model.window)
+    check_worker(model, archive, None)
