@@ -131,18 +131,23 @@ def _done(messages: Sequence[BaseMessage]) -> int:
 Build = Callable[..., Any]
 
 
+def _config(model: Worker, share: bool) -> CompactionConfig:
+    extra = {"share_compaction": True} if share else {}  # the default is not to share
+    return CompactionConfig(context_window=model.window, **extra)
+
+
 def graph_worker(model: Worker, archive: StoreArchive, share: bool = False) -> Any:
     return create_compacting_agent(
         model,
         [reader(model.window)],
-        config=CompactionConfig(context_window=model.window, share_compaction=share),
+        config=_config(model, share),
         archive=archive,
         recall_tool=False,
     )
 
 
 def middleware_worker(model: Worker, archive: StoreArchive, share: bool = False) -> Any:
-    config = CompactionConfig(context_window=model.window, share_compaction=share)
+    config = _config(model, share)
     middleware = CompactionMiddleware(config=config, archive=archive)
     return create_agent(model=model, tools=[reader(model.window)], middleware=[middleware])
 
@@ -157,7 +162,7 @@ def wired_worker(model: Worker, archive: StoreArchive, share: bool = False) -> A
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
-    config = CompactionConfig(context_window=model.window, share_compaction=share)
+    config = _config(model, share)
     add_compaction(builder, config=config, archive=archive)
     return builder.compile()
 
