@@ -194,9 +194,9 @@ class CompactionNodes:
             return None, state
         shared = self._messages(dict(state))
         through, gated = self._came_through_gate(shared)
-        view = gated if gated is not None else self._view(state, owner)
-        fed = state if view is shared else {**state, self.key: list(view)}
-        return (None if through else list(view)), fed
+        view = list(gated) if gated is not None else self._view(state, owner)
+        fed = state if view is shared else {**state, self.key: view}
+        return (None if through else view), fed
 
     def _entered(
         self,
