@@ -284,6 +284,28 @@ def test_a_supervisor_keeps_its_history_when_its_worker_compacts(build: Build, w
     model, seen = Worker(window=window), Seen()
     archive = StoreArchive(InMemoryStore())
     parent = supervisor(build(model, archive), model, seen)
+    _run_supervisor(parent, model, seen, archive, window)
+
+
+@BUILDS
+def test_a_node_that_invokes_the_worker_keeps_the_parents_history(build: Build) -> None:
+    """The worker called from a node function (``worker.invoke(...)``), not added as a
+    node: its messages reach the parent the same way, by id."""
+    model, seen = Worker(), Seen()
+    archive = StoreArchive(InMemoryStore())
+    worker = build(model, archive)
+
+    def call_worker(state: MessagesState) -> dict[str, Any]:
+        out = worker.invoke({"messages": state["messages"]}, {"recursion_limit": 300})
+        return {"messages": out["messages"]}
+
+    parent = supervisor(call_worker, model, seen)
+    _run_supervisor(parent, model, seen, archive, model.window)
+
+
+def _run_supervisor(
+    parent: Any, model: Worker, seen: Seen, archive: StoreArchive, window: int
+) -> None:
     current: list[int] = []
     real = model._generate
 
