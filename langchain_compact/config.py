@@ -125,6 +125,9 @@ class CompactionConfig:
             (default: the pieces removed or changed archived first, an event naming each
             change) or ``"raise"`` (:class:`~langchain_compact.errors.InvalidHistoryError`
             naming the index).
+        share_compaction: Inside another graph (a sub-agent), let placeholders and
+            summaries reach the message list shared with the parent (default ``False``:
+            they stay in the sub-agent; docs/subagents.md).
 
     Example:
         >>> cfg = CompactionConfig(context_window=8_000)
@@ -280,12 +283,24 @@ class CompactionConfig:
     ``history_repaired`` event names each change. ``"raise"``:
     :class:`~langchain_compact.errors.InvalidHistoryError` naming the index and the fix."""
 
+    share_compaction: bool = False
+    """Inside another graph (a node of a supervisor, a ``Send`` target, an agent invoked
+    from a node or a tool), whether this agent's compaction reaches the message list it
+    shares with the parent. ``False`` (default): the compacted view is kept under the
+    agent's private ``compaction_view`` state key and only the agent's own new messages
+    reach the shared list, so the parent's history keeps what it had (docs/subagents.md).
+    ``True``: placeholders replace the parent's originals by id and the summary is added
+    to the parent's history, as a top-level agent's state is rewritten. At the top level
+    this setting changes nothing."""
+
     def __post_init__(self) -> None:
         if self.on_invalid_history not in ("repair", "raise"):
             raise ConfigError(
                 f"on_invalid_history={self.on_invalid_history!r} is not allowed: use 'repair' "
                 "or 'raise'."
             )
+        if not isinstance(self.share_compaction, bool):
+            raise ConfigError(f"share_compaction={self.share_compaction!r} must be True or False.")
         _check_int(self, "context_window", low=1, optional=True)
         _check_ratio(self, "trigger_ratio")
         _check_int(self, "keep_last_n", low=0)

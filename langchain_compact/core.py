@@ -230,6 +230,10 @@ class CompactionKeys(TypedDict):
     """A summary prepared before the trigger (the span it covers, its digest per message,
     the boundary and settings it was written under), used by the next compaction when it
     still matches and cleared by it; never part of the messages."""
+    compaction_view: NotRequired[dict[str, Any] | None]
+    """Inside another graph (a sub-agent): the compacted list the model reads and the id of
+    the last shared message it covers, so that compaction never rewrites the message list
+    the parent merges back (``CompactionConfig.share_compaction``; docs/subagents.md)."""
 
 
 def compaction_report(result: CompactionResult) -> dict[str, Any]:

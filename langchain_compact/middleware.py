@@ -45,6 +45,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag, resolve_context_window
+from langchain_compact._nested import VIEW_KEY, private_owner, view_of, view_record
 from langchain_compact._ops import in_daemon_thread
 from langchain_compact._prepare import Prepared
 from langchain_compact.config import CompactionConfig
@@ -92,6 +93,11 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     limit is reached (``max_compactions``, thrash guard), does it append a message saying
     what is done and pending and end the run (``jump_to="end"``). Stale usage from before a
     compaction never triggers another one.
+
+    Inside another graph (a supervisor's node, a ``Send`` target) the compacted list is kept
+    under the private ``compaction_view`` key and handed to the model in ``wrap_model_call``;
+    the shared ``messages`` get only the agent's own new messages, so the parent's history
+    keeps what it had (``CompactionConfig.share_compaction``; docs/subagents.md).
 
     Args:
         config: Settings; ``context_window`` defaults to ``model.profile["max_input_tokens"]``.
@@ -173,15 +179,16 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         """Micro-compact, then compact or stop if needed, before the model is called."""
         config = _run_config(runtime)
         thread_id = thread_id_of(config)
+        owner = private_owner(config, self.config.share_compaction)
         turn = self.core.turn(
-            state["messages"],
+            self._view(state, owner),
             thread_id,
             prepared=state.get("prepared_summary"),
             run_config=config,
         )
         if turn.prepare:
             self._start(turn.messages, thread_id)
-        return self._update(turn)
+        return self._update(turn, owner, state["messages"])
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(
@@ -190,8 +197,9 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         """Async twin of :meth:`before_model` (archive and summarizer I/O awaited)."""
         config = _run_config(runtime)
         thread_id = thread_id_of(config)
+        owner = private_owner(config, self.config.share_compaction)
         turn = await self.core.aturn(
-            state["messages"],
+            self._view(state, owner),
             thread_id,
             prepared=state.get("prepared_summary"),
             run_config=config,
@@ -201,7 +209,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
                 self.core.aprepare(list(turn.messages), thread_id)
             )
             self._tasks[thread_id] = task
-        return self._update(turn)
+        return self._update(turn, owner, state["messages"])
 
     def after_model(
         self, state: CompactionAgentState, runtime: Runtime[Any]
@@ -244,18 +252,20 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         records it on the history so later calls are estimated against it), retry once,
         and put the reduced history in state beside the reply. Raises this package's
         :class:`~langchain_compact.errors.ContextOverflowError` (a langchain-core one too)
-        when every reduction is spent."""
+        when every reduction is spent. Inside another graph the request's messages are the
+        agent's private compacted view (docs/subagents.md)."""
+        config = _run_config(request.runtime)
+        owner, shared, request = self._viewed(request, config)
         try:
             return handler(request)
         except Exception as exc:
             if not is_provider_overflow(exc):
                 raise
-            config = _run_config(request.runtime)
             turn = self.core.overflow(
                 request.messages, thread_id_of(config), run_config=config, write_stop=False
             )
             retry = self._retry_request(request, turn, exc)
-            return self._retried(handler(retry), turn)
+            return self._retried(handler(retry), turn, owner, shared)
 
     async def awrap_model_call(
         self,
@@ -263,17 +273,42 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any] | AIMessage]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Async twin of :meth:`wrap_model_call`."""
+        config = _run_config(request.runtime)
+        owner, shared, request = self._viewed(request, config)
         try:
             return await handler(request)
         except Exception as exc:
             if not is_provider_overflow(exc):
                 raise
-            config = _run_config(request.runtime)
             turn = await self.core.aoverflow(
                 request.messages, thread_id_of(config), run_config=config, write_stop=False
             )
             retry = self._retry_request(request, turn, exc)
-            return self._retried(await handler(retry), turn)
+            return self._retried(await handler(retry), turn, owner, shared)
+
+    # ------------------------------------------------------------------ inside another graph
+
+    def _view(self, state: Any, owner: str | None) -> list[BaseMessage]:
+        """What the turn reads: the state's messages, or inside another graph the private
+        view followed by the shared messages added since."""
+        view = view_of(state["messages"], state.get(VIEW_KEY), owner)
+        return view if isinstance(view, list) else list(view)
+
+    def _viewed(
+        self, request: ModelRequest[Any], config: RunnableConfig
+    ) -> tuple[str | None, list[BaseMessage], ModelRequest[Any]]:
+        """The owner of the private view, the shared messages, and the request with the
+        view as its messages (the same request at the top level)."""
+        owner = private_owner(config, self.config.share_compaction)
+        shared: list[BaseMessage] = list(request.messages)
+        if owner is None:
+            return None, shared, request
+        state = request.state if isinstance(request.state, dict) else {}
+        view = view_of(request.messages, state.get(VIEW_KEY), owner)
+        if view is request.messages:
+            return owner, shared, request
+        messages: list[Any] = list(view)
+        return owner, shared, request.override(messages=messages)
 
     @staticmethod
     def _retry_request(request: ModelRequest[Any], turn: Turn, exc: Exception) -> ModelRequest[Any]:
@@ -284,16 +319,25 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
 
     @staticmethod
     def _retried(
-        response: ModelResponse[Any] | AIMessage, turn: Turn
+        response: ModelResponse[Any] | AIMessage,
+        turn: Turn,
+        owner: str | None = None,
+        shared: Sequence[BaseMessage] = (),
     ) -> ExtendedModelResponse[Any]:
         """The retried reply, with the compacted history as a state update: the reply is
         added first (the agent's own update), then this one replaces every message by the
-        new history followed by the reply again (same object, so one copy stays)."""
+        new history followed by the reply again (same object, so one copy stays). Inside
+        another graph the history is the private view of ``shared`` instead."""
         model_response = (
             ModelResponse(result=[response]) if isinstance(response, AIMessage) else response
         )
         history = turn.history if turn.history is not None else list(turn.messages)
         update: dict[str, Any] = dict(turn.keys())
+        if owner is not None:
+            update[VIEW_KEY] = view_record(history, owner, shared)
+            return ExtendedModelResponse(
+                model_response=model_response, command=Command(update=update)
+            )
         update["messages"] = [
             RemoveMessage(id=REMOVE_ALL_MESSAGES),
             *history,
@@ -320,16 +364,23 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     # ------------------------------------------------------------------ the turn's value
 
     @staticmethod
-    def _update(turn: Turn) -> Update:
+    def _update(turn: Turn, owner: str | None = None, shared: Sequence[BaseMessage] = ()) -> Update:
         """The :class:`Turn` as ``before_model``'s return value: its state keys, the
         messages it changed (placeholders replace by id; a new history replaces all; a stop
-        message appends) and, on a stop, ``jump_to="end"``."""
+        message appends) and, on a stop, ``jump_to="end"``. Inside another graph
+        (``owner``) the changed list is the private view of ``shared`` instead, and the
+        shared list gets only a stop message."""
         update: Update = dict(turn.keys())
-        messages: list[BaseMessage] = (
-            [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.history]
-            if turn.history is not None
-            else list(turn.replaced.values())
-        )
+        messages: list[BaseMessage]
+        if owner is not None:
+            if turn.history is not None or turn.replaced:
+                view = turn.history if turn.history is not None else turn.messages
+                update[VIEW_KEY] = view_record(view, owner, shared)
+            messages = []
+        elif turn.history is not None:
+            messages = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.history]
+        else:
+            messages = list(turn.replaced.values())
         if turn.stop is not None:
             messages.append(turn.stop)
         if messages:

@@ -35,6 +35,7 @@ USER_PAGES = (
     "limits.md",
     "provider-compaction.md",
     "server.md",
+    "subagents.md",
 )
 
 #: Project-internal words a user cannot follow.

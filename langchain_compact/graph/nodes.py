@@ -23,6 +23,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
 from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag, resolve_context_window
+from langchain_compact._nested import VIEW_KEY, current_owner, private_owner, view_of, view_record
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import Compactor, Turn, thread_id_of
 from langchain_compact.errors import CompactionError, ContextOverflowError, is_provider_overflow
@@ -83,7 +84,8 @@ class CompactionNodes:
         self.key = messages_key
         # The message lists the gate let through, until the model node starts on them
         # (:meth:`entry`): a call that did not come through the gate is compacted there.
-        self._gated: OrderedDict[Hashable, None] = OrderedDict()
+        # Inside another graph, the compacted view the gate let through with it.
+        self._gated: OrderedDict[Hashable, Sequence[BaseMessage] | None] = OrderedDict()
         self._gated_lock = threading.Lock()
 
     @property
@@ -119,24 +121,39 @@ class CompactionNodes:
             ) from None
         return messages if isinstance(messages, list) else list(messages)
 
+    def _owner(self, config: RunnableConfig | None) -> str | None:
+        """The namespace whose private view this step reads and writes; ``None`` when
+        compaction writes the shared list (the top level, or ``share_compaction``)."""
+        share = self.config.share_compaction
+        return private_owner(config, share) if config is not None else current_owner(share)
+
+    def _view(self, state: Mapping[str, Any], owner: str | None) -> list[BaseMessage]:
+        """What compaction and the model read: the state's messages, or inside another
+        graph the private view followed by the shared messages added since."""
+        messages = self._messages(dict(state) if not isinstance(state, dict) else state)
+        view = view_of(messages, state.get(VIEW_KEY), owner)
+        return view if isinstance(view, list) else list(view)
+
     def route(self, state: dict[str, Any]) -> Action | list[Literal["continue", "prepare"]]:
         """Edge in front of the model: ``"continue"`` to the model, ``"compact"`` when over
         the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action); past the
         prepare point, ``["continue", "prepare"]``: the model and the prepare node run in
         the same superstep, so the summary is written while the model works."""
-        messages = self._messages(state)
+        shared = self._messages(state)
+        messages = self._view(state, self._owner(None))
         decision, prepare = self.core.route(messages, state.get("prepared_summary"))
         if decision.action == "continue":
-            self._let_through(messages)
+            self._let_through(shared, messages)
         return ["continue", "prepare"] if prepare else decision.action
 
     def after_summarize(self, state: dict[str, Any]) -> Literal["continue", "stop"]:
         """Edge after a compaction: go on whenever the next call fits (see
         :meth:`Compactor.after_step`); a failed compaction stops."""
-        messages = self._messages(state)
+        shared = self._messages(state)
+        messages = self._view(state, self._owner(None))
         step = self.core.after_step(messages, state.get("transition"))
         if step == "continue":
-            self._let_through(messages)
+            self._let_through(shared, messages)
         return step
 
     # ------------------------------------------------------------------ the model's entry
@@ -151,34 +168,51 @@ class CompactionNodes:
         last = messages[-1]
         return (len(messages), last.id if last.id else id(last))
 
-    def _let_through(self, messages: Sequence[BaseMessage]) -> None:
+    def _let_through(self, shared: Sequence[BaseMessage], view: Sequence[BaseMessage]) -> None:
         with self._gated_lock:
-            self._gated[self._mark(messages)] = None
+            self._gated[self._mark(shared)] = view if view is not shared else None
             while len(self._gated) > GATED_REMEMBERED:
                 self._gated.popitem(last=False)
 
-    def _came_through_gate(self, messages: Sequence[BaseMessage]) -> bool:
+    def _came_through_gate(
+        self, messages: Sequence[BaseMessage]
+    ) -> tuple[bool, Sequence[BaseMessage] | None]:
+        """Whether the gate let ``messages`` through, and the private view it let through
+        with them (``None``: the messages themselves)."""
         key = self._mark(messages)
         with self._gated_lock:
             if key not in self._gated:
-                return False
-            del self._gated[key]
-            return True
+                return False, None
+            return True, self._gated.pop(key)
 
-    def _entry_state(self, state: Any) -> list[BaseMessage] | None:
-        """The messages to compact at the model node's entry; ``None`` when the call came
-        through the gate (or the input holds no message list: a ``Send`` of another shape)."""
+    def _entry_state(self, state: Any, owner: str | None) -> tuple[list[BaseMessage] | None, Any]:
+        """The messages to compact at the model node's entry (``None`` when the call came
+        through the gate, or the input holds no message list: a ``Send`` of another shape),
+        and the state the node is called with (inside another graph, its messages are the
+        private view)."""
         if not isinstance(state, Mapping) or not isinstance(state.get(self.key), Sequence):
-            return None
-        messages = self._messages(dict(state))
-        return None if self._came_through_gate(messages) else messages
+            return None, state
+        shared = self._messages(dict(state))
+        through, gated = self._came_through_gate(shared)
+        view = list(gated) if gated is not None else self._view(state, owner)
+        fed = state if view is shared else {**state, self.key: view}
+        return (None if through else view), fed
 
-    def _entered(self, turn: Turn, state: Any, node: Runnable[Any, Any], config: Any) -> Any:
+    def _entered(
+        self,
+        turn: Turn,
+        state: Any,
+        node: Runnable[Any, Any],
+        config: Any,
+        owner: str | None,
+        shared: Sequence[BaseMessage],
+    ) -> Any:
         if turn.outcome == "stopped":  # the model is not called: the stop message is its reply
-            return self._update(turn)
+            return self._update(turn, owner, shared)
         if turn.history is None and not turn.replaced:
             return node.invoke(state, config)
-        return self._merged(turn, node.invoke(self._retry_state(state, turn), config))
+        out = node.invoke(self._retry_state(state, turn), config)
+        return self._merged(turn, out, owner, shared)
 
     def entry(self, node: Runnable[Any, Any], name: str) -> RunnableLambda[Any, Any]:
         """The model node wrapped so that a call that did not come through the gate (the
@@ -193,32 +227,49 @@ class CompactionNodes:
         straight to the node: nothing is counted twice."""
 
         def call(state: Any, config: RunnableConfig) -> Any:
-            messages = self._entry_state(state)
+            owner = self._owner(config)
+            messages, fed = self._entry_state(state, owner)
             if messages is None:
-                return node.invoke(state, config)
+                return node.invoke(fed, config)
             turn = self.core.turn(messages, thread_id_of(config), run_config=config)
-            return self._entered(turn, state, node, config)
+            return self._entered(turn, fed, node, config, owner, state[self.key])
 
         async def acall(state: Any, config: RunnableConfig) -> Any:
-            messages = self._entry_state(state)
+            owner = self._owner(config)
+            messages, fed = self._entry_state(state, owner)
             if messages is None:
-                return await node.ainvoke(state, config)
+                return await node.ainvoke(fed, config)
             turn = await self.core.aturn(messages, thread_id_of(config), run_config=config)
+            shared = state[self.key]
             if turn.outcome == "stopped":
-                return self._update(turn)
+                return self._update(turn, owner, shared)
             if turn.history is None and not turn.replaced:
-                return await node.ainvoke(state, config)
-            retry = self._retry_state(state, turn)
-            return self._merged(turn, await node.ainvoke(retry, config))
+                return await node.ainvoke(fed, config)
+            retry = self._retry_state(fed, turn)
+            return self._merged(turn, await node.ainvoke(retry, config), owner, shared)
 
         return RunnableLambda(call, afunc=acall, name=name)
 
     # ------------------------------------------------------------------ the turn's value
 
-    def _update(self, turn: Turn) -> dict[str, Any]:
+    def _update(
+        self,
+        turn: Turn,
+        owner: str | None = None,
+        shared: Sequence[BaseMessage] | None = None,
+    ) -> dict[str, Any]:
         """A stage's :class:`Turn` as a state update: its keys, and the messages it changed
-        (placeholders replace by id; a new history replaces all; a stop message appends)."""
+        (placeholders replace by id; a new history replaces all; a stop message appends).
+        Inside another graph (``owner``) the changed list is the private view of
+        ``shared`` instead, and the shared list gets only a stop message."""
         update: dict[str, Any] = dict(turn.keys())
+        if owner is not None:
+            if turn.history is not None or turn.replaced:
+                view = turn.history if turn.history is not None else turn.messages
+                update[VIEW_KEY] = view_record(view, owner, shared or [])
+            if turn.stop is not None:
+                update[self.key] = [turn.stop]
+            return update
         messages: list[BaseMessage] = (
             [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.history]
             if turn.history is not None
@@ -234,11 +285,15 @@ class CompactionNodes:
 
     def micro(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node: clear old tool results and cut oversized ones, archiving originals first."""
-        return self._update(self.core.clear(self._messages(state), thread_id_of(config)))
+        owner = self._owner(config)
+        turn = self.core.clear(self._view(state, owner), thread_id_of(config))
+        return self._update(turn, owner, self._messages(state))
 
     async def amicro(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`micro`."""
-        return self._update(await self.core.aclear(self._messages(state), thread_id_of(config)))
+        owner = self._owner(config)
+        turn = await self.core.aclear(self._view(state, owner), thread_id_of(config))
+        return self._update(turn, owner, self._messages(state))
 
     # ------------------------------------------------------------------ prepare
 
@@ -247,7 +302,8 @@ class CompactionNodes:
         now and keep it in state for the compaction at the trigger; messages untouched. A
         failure never fails the run: the trigger then compacts on the spot."""
         try:
-            record = self.core.prepare(self._messages(state), thread_id_of(config))
+            messages = self._view(state, self._owner(config))
+            record = self.core.prepare(messages, thread_id_of(config))
         except Exception as exc:
             return self._prepare_failed(exc)
         return {"prepared_summary": record.as_dict() if record is not None else None}
@@ -255,7 +311,8 @@ class CompactionNodes:
     async def aprepare(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`prepare`."""
         try:
-            record = await self.core.aprepare(self._messages(state), thread_id_of(config))
+            messages = self._view(state, self._owner(config))
+            record = await self.core.aprepare(messages, thread_id_of(config))
         except Exception as exc:
             return self._prepare_failed(exc)
         return {"prepared_summary": record.as_dict() if record is not None else None}
@@ -269,32 +326,35 @@ class CompactionNodes:
 
     def summarize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Node: one full compaction; the history is replaced by head + summary + tail."""
+        owner = self._owner(config)
         turn = self.core.compaction(
-            self._messages(state),
+            self._view(state, owner),
             thread_id_of(config),
             prepared=state.get("prepared_summary"),
             run_config=config,
         )
-        return self._update(turn)
+        return self._update(turn, owner, self._messages(state))
 
     async def asummarize(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         """Async twin of :meth:`summarize`."""
+        owner = self._owner(config)
         turn = await self.core.acompaction(
-            self._messages(state),
+            self._view(state, owner),
             thread_id_of(config),
             prepared=state.get("prepared_summary"),
             run_config=config,
         )
-        return self._update(turn)
+        return self._update(turn, owner, self._messages(state))
 
     # ------------------------------------------------------------------ stop
 
-    def stop(self, state: dict[str, Any]) -> dict[str, Any]:
+    def stop(self, state: dict[str, Any], config: RunnableConfig | None = None) -> dict[str, Any]:
         """Node: end the run with a message saying what is done, pending, blocked, next."""
+        owner = self._owner(config)
         turn = self.core.stopping(
-            self._messages(state), state.get("transition"), state.get("stop_reason")
+            self._view(state, owner), state.get("transition"), state.get("stop_reason")
         )
-        return self._update(turn)
+        return self._update(turn, owner, self._messages(state))
 
     # ------------------------------------------------------------------ the provider's refusal
 
@@ -317,7 +377,8 @@ class CompactionNodes:
                 if not is_provider_overflow(exc) or not isinstance(state, Mapping):
                     raise
                 turn = self._overflowed(state, config, exc)
-                return self._merged(turn, node.invoke(self._retry_state(state, turn), config))
+                out = node.invoke(self._retry_state(state, turn), config)
+                return self._merged(turn, out, self._owner(config), state[self.key])
 
         async def acall(state: Any, config: RunnableConfig) -> Any:
             try:
@@ -330,7 +391,8 @@ class CompactionNodes:
                 )
                 self._check(turn, exc)
                 retry = self._retry_state(state, turn)
-                return self._merged(turn, await node.ainvoke(retry, config))
+                out = await node.ainvoke(retry, config)
+                return self._merged(turn, out, self._owner(config), state[self.key])
 
         return RunnableLambda(call, afunc=acall, name=name)
 
@@ -348,10 +410,17 @@ class CompactionNodes:
     def _retry_state(self, state: Any, turn: Turn) -> dict[str, Any]:
         return {**state, self.key: list(turn.messages)}
 
-    def _merged(self, turn: Turn, out: Any) -> Any:
+    def _merged(
+        self,
+        turn: Turn,
+        out: Any,
+        owner: str | None = None,
+        shared: Sequence[BaseMessage] | None = None,
+    ) -> Any:
         """The retried node's update after the compaction's: the new history replaces the
-        messages, then the node's messages are added."""
-        update = self._update(turn)
+        messages (inside another graph: the private view), then the node's messages are
+        added."""
+        update = self._update(turn, owner, shared)
         if isinstance(out, Command):
             inner = out.update if isinstance(out.update, Mapping) else {}
             merged = self._merge_update(update, dict(inner))
@@ -371,7 +440,7 @@ class CompactionNodes:
             added = []
         elif not isinstance(added, list):
             added = [added]
-        return {**update, **out, self.key: [*update[self.key], *added]}
+        return {**update, **out, self.key: [*update.get(self.key, []), *added]}
 
     # ------------------------------------------------------------------ runnables
 

@@ -26,8 +26,8 @@ class CompactionState(MessagesState, CompactionKeys):
         >>> from langgraph.graph import StateGraph
         >>> builder = StateGraph(CompactionState)
         >>> sorted(CompactionState.__annotations__)  # doctest: +NORMALIZE_WHITESPACE
-        ['compaction_count', 'last_compaction', 'messages', 'prepared_summary',
-         'stop_reason', 'transition']
+        ['compaction_count', 'compaction_view', 'last_compaction', 'messages',
+         'prepared_summary', 'stop_reason', 'transition']
     """
 
 
@@ -38,7 +38,7 @@ def compaction_state(messages_key: str = "messages") -> type[Any]:
 
     Example:
         >>> sorted(compaction_state("history").__annotations__)[:3]
-        ['compaction_count', 'history', 'last_compaction']
+        ['compaction_count', 'compaction_view', 'history']
     """
     if messages_key == "messages":
         return CompactionState

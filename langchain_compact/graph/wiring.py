@@ -61,6 +61,12 @@ def add_compaction(
     (:meth:`CompactionNodes.entry`: the node is wrapped, not changed; a call that came
     through the gate is not checked twice).
 
+    Inside another graph (the compiled graph used as a supervisor's node or a ``Send``
+    target) the compaction nodes write the compacted list to the private
+    ``compaction_view`` key and the model node is called with it; the shared message list
+    gets only the agent's own new messages (``CompactionConfig.share_compaction``;
+    docs/subagents.md).
+
     Args:
         builder: The graph builder, before ``.compile()``.
         model_node: Name of the node that calls the chat model.
