@@ -18,7 +18,10 @@ _ROLE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 _SALIENT_RE = re.compile(
     r"https?://[^\s\"'<>)\]]+"  # URLs
     r"|(?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]+)+"  # absolute / relative paths with a slash
-    r"|\b[\w\-]+\.(?:py|js|ts|rs|go|c|h|cc|cpp|java|json|yaml|yml|toml|md|txt|csv|sql|sh)\b"
+    # file names: at most 255 characters (a name's limit) before the extension, so a long
+    # run of hyphenated words is read a bounded number of times from each of its word
+    # starts (unbounded, each start read the whole run: quadratic)
+    r"|\b[\w\-]{1,255}\.(?:py|js|ts|rs|go|c|h|cc|cpp|java|json|yaml|yml|toml|md|txt|csv|sql|sh)\b"
     r"|\b[A-Z][A-Z0-9]*-\d+[A-Z0-9\-]*\b"  # ticket-like ids
     r"|[\u4e00-\u9fff]{1,8}-\d+"  # ids with a CJK prefix
     r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # hashes

@@ -11,18 +11,25 @@ an entry, against the result's size.
 from __future__ import annotations
 
 import gc
+import hashlib
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+import tiktoken
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from langchain_compact import _facts
 from langchain_compact._digest_parse import detect
-from langchain_compact._render import key_lines
+from langchain_compact._fingerprint import message_key
+from langchain_compact._render import key_lines, salient_items
+from langchain_compact.archive import JsonlArchive
 from langchain_compact.config import CompactionConfig
+from langchain_compact.digest import DIGEST_READ_CHARS, structured_digest
 from langchain_compact.lcel import compact_messages
+from langchain_compact.tokens import ENCODED_WHOLE_CHARS, TiktokenCounter
 
 LINEAR_BOUND = 8.0
 
@@ -102,6 +109,13 @@ def test_table_separator_check_is_linear() -> None:
     assert detect(table.replace(":-:", "-x-"))[1][2][0] == ["---", "-x-"]  # not a separator
 
 
+@pytest.mark.parametrize("unit", ["中文-", "ab-"])
+def test_salient_items_is_linear_in_hyphenated_runs(unit: str) -> None:
+    # Was quadratic: the file-name pattern read the whole run from each of its word starts.
+    assert growth(salient_items, lambda n: (unit * n)[:n], 4_000) < LINEAR_BOUND
+    assert salient_items("see a-b-c.py, QX-12 and 1234") == ["a-b-c.py", "QX-12", "1234"]
+
+
 def _history(text: str) -> list[Any]:
     messages: list[Any] = [HumanMessage("Run the steps; report each value.", id="u0")]
     for i in range(12):
@@ -124,3 +138,84 @@ def test_compact_messages_is_linear_in_an_old_results_blank_lines() -> None:
 
 
 # --------------------------------------------------------------------------- item 7
+
+
+def _peak(fn: Callable[[], Any]) -> int:
+    """Bytes of the traced peak of ``fn()`` beyond what was allocated before."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def _huge_text(chars: int, seed: str = "") -> str:
+    line = f"2024-01-01 12:00:00 INFO {seed}step done value=12345 path=/a/b/c\n"
+    return (line * (chars // len(line) + 1))[:chars]
+
+
+HUGE = 8_000_000
+
+
+def test_archive_write_copies_a_huge_result_a_few_times(tmp_path: Any) -> None:
+    # Was five copies (the record joined, then a line break appended, then encoded; the
+    # hash over another joined and encoded copy); now its JSON line and bounded pieces.
+    text = _huge_text(HUGE, "w")
+    message = ToolMessage(text, tool_call_id="c1", id="t1")
+    archive = JsonlArchive(tmp_path)
+    refs: list[str] = []
+    peak = _peak(lambda: refs.append(archive.write([message], thread_id="t", reason="r")))
+    assert peak < 3.5 * HUGE, f"{peak / HUGE:.1f} copies"
+    assert archive.read(refs[0], thread_id="t")[0].content == text  # nothing lost
+    assert archive.write([message], thread_id="t", reason="again") == refs[0]  # same digest
+
+
+def test_message_key_of_a_huge_result_is_hashed_in_bounded_slices() -> None:
+    text = _huge_text(HUGE, "k")
+    message = ToolMessage(text, tool_call_id="c1")
+    keys: list[str] = []
+    assert _peak(lambda: keys.append(message_key(message))) < 0.5 * HUGE
+    # The key is the one a single encoding gives (slices change nothing), and remembered.
+    h = hashlib.sha256()
+    for part in ("tool", text, "", "{}", "c1", "success", "null"):
+        raw = part.encode("utf-8", "surrogatepass")
+        h.update(len(raw).to_bytes(8, "little"))
+        h.update(raw)
+    assert keys[0] == h.hexdigest()[:16]
+    again = message.model_copy(update={"status": "error"})
+    assert message_key(again) != keys[0]
+    assert _peak(lambda: message_key(message)) < 0.01 * HUGE  # no second pass
+
+
+def test_counting_a_huge_result_holds_a_bounded_token_list() -> None:
+    # Was one token list of the whole text (an int object per token: ten copies' worth).
+    counter = TiktokenCounter()
+    counter.count_text("load the encoding " * 10)
+    size = HUGE // 2
+    text = _huge_text(size, "c")
+    counts: list[int] = []
+    # At most one slice's token list (~14 MB here) at once, whatever the size.
+    assert _peak(lambda: counts.append(counter.count_text(text))) < 20_000_000
+    whole = len(tiktoken.get_encoding("o200k_base").encode(text))
+    assert abs(counts[0] - whole) <= size // ENCODED_WHOLE_CHARS + 1  # a token a slice
+    assert _peak(lambda: counter.count_text(text)) < 0.01 * size  # counted once (cached)
+
+
+def test_digest_of_a_huge_result_reads_a_bounded_view() -> None:
+    # Was every detector over the whole text (split into lines several times): seconds and
+    # many copies per 10 MB; now a bounded view whatever the size, and the header says so.
+    text = _huge_text(4 * HUGE, "d") + "RESULT final value=99\n"
+    out: list[str] = []
+    assert _peak(lambda: out.append(structured_digest(text, max_chars=2_000))) < len(text) / 4
+    assert f"{len(text):,} chars" in out[0].splitlines()[0]
+    assert "sampled" in out[0].splitlines()[0]
+    assert "RESULT final value=99" in out[0]
+    # Over the bound, the work no longer grows with the size.
+    small, large = _huge_text(DIGEST_READ_CHARS + 1, "d"), _huge_text(4 * DIGEST_READ_CHARS, "d")
+
+    def digest(text: str) -> str:
+        return structured_digest(text, max_chars=2_000)
+
+    assert growth(digest, lambda n: small if n < len(large) else large, len(small)) < 2
