@@ -204,9 +204,12 @@ def _run_pair(entry: str, text_name: str, sizes: list[int], limit: float) -> lis
             times.append(parent.recv()[1])
         except EOFError:
             break
-    if proc.is_alive():
+    killed = proc.is_alive()
+    if killed:
         proc.kill()
     proc.join()
+    if not killed and proc.exitcode:  # the entry raised: a broken case, not a slow one
+        raise RuntimeError(f"{entry} on {text_name!r} failed (exit code {proc.exitcode})")
     return times + [None] * (len(sizes) - len(times))
 
 

@@ -219,3 +219,17 @@ def test_digest_of_a_huge_result_reads_a_bounded_view() -> None:
         return structured_digest(text, max_chars=2_000)
 
     assert growth(digest, lambda n: small if n < len(large) else large, len(small)) < 2
+
+
+# The bench forks a child per case (a pattern stuck in C ignores signals): Python 3.12 warns
+# about fork in a process with threads (a precount thread may be alive); the child only
+# computes and sends numbers.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_the_slow_paths_bench_runs_and_flags_nothing(tmp_path: Any) -> None:
+    from bench.slow_paths import main
+
+    out = tmp_path / "slow_paths.json"
+    result = main(["--sizes", "500,1000", "--only", "facts.score", "--huge", "", "--out", str(out)])
+    assert out.exists() and len(result["known"]) == 5
+    assert not result["flagged"], result["flagged"]
+    assert all(t is not None for row in result["known"] for t in row["seconds"])
