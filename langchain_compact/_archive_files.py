@@ -14,6 +14,7 @@ import os
 import stat
 import tempfile
 import warnings
+from collections.abc import Iterable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -82,12 +83,19 @@ def secure_folder(path: Path, *, create: bool) -> None:
         os.close(fd)
 
 
-def _write_temp(folder: Path, data: bytes) -> str:
-    """A fully written, fsynced, mode-0600 hidden temp file in ``folder``; returns its path."""
+def _write_temp(folder: Path, data: bytes | Iterable[bytes]) -> str:
+    """A fully written, fsynced, mode-0600 hidden temp file in ``folder``; returns its path.
+
+    ``data`` is the bytes, or an iterable of the pieces in order (a record is written a
+    piece at a time, never joined: a 200 MB result is then not copied again whole)."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                for piece in data:
+                    handle.write(piece)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o600)  # mkstemp made it: a regular file, never a link
@@ -301,8 +309,11 @@ def existing_record(
     )
 
 
-def publish_once(folder: Path, ref: str, data: bytes, thread_id: str, digest: str) -> str:
-    """Publish record ``ref`` (the bytes ``data``, whose messages hash to ``digest``) in
+def publish_once(
+    folder: Path, ref: str, data: bytes | Iterable[bytes], thread_id: str, digest: str
+) -> str:
+    """Publish record ``ref`` (the bytes ``data``, or its pieces in order, whose messages
+    hash to ``digest``) in
     ``folder`` unless ``thread_id`` already has a record of those messages.
 
     The record is written to a unique temp file and fsynced, then published by

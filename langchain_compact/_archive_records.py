@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -65,9 +65,37 @@ class SerialisedBatch:
         return [json.loads(line) for line in self.lines]
 
 
+#: Characters of a long line encoded at a time when it is hashed or written (the memory a
+#: huge tool result costs in an archive write stays a bounded slice beyond its JSON line).
+_PIECE_CHARS = 1 << 20
+
+
+def _pieces(line: str) -> Iterator[bytes]:
+    """``encode(line)`` in order, a bounded slice at a time (the same bytes: UTF-8 with
+    ``surrogatepass`` encodes each character on its own)."""
+    for i in range(0, len(line), _PIECE_CHARS):
+        yield line[i : i + _PIECE_CHARS].encode(_ENCODING, _ERRORS)
+
+
 def digest_lines(lines: Sequence[str]) -> str:
-    """The content hash of serialised messages (sha256 over their canonical lines)."""
-    return hashlib.sha256("\n".join(lines).encode(_ENCODING, _ERRORS)).hexdigest()
+    """The content hash of serialised messages (sha256 over their canonical lines joined by
+    line breaks, fed a slice at a time: never one joined copy of them)."""
+    h = hashlib.sha256()
+    for i, line in enumerate(lines):
+        if i:
+            h.update(b"\n")
+        for piece in _pieces(line):
+            h.update(piece)
+    return h.hexdigest()
+
+
+def record_pieces(header_line: str, lines: Sequence[str]) -> Iterator[bytes]:
+    """The bytes of a record file (the header line, then one line per message, each ending
+    in a line break), in bounded pieces: ``encode("\n".join([header, *lines]) + "\n")``
+    without building it."""
+    for line in (header_line, *lines):
+        yield from _pieces(line)
+        yield b"\n"
 
 
 def serialise(messages: Sequence[BaseMessage]) -> SerialisedBatch:

@@ -222,7 +222,15 @@ def _jsonl(text: str) -> tuple[str, Any] | None:
     return ("jsonl", (records, bad)) if len(records) >= 2 else None
 
 
-_SEP_RE = re.compile(r"[\s|:+=\-]*[-=][\s|:+=\-]*")
+#: The characters of a table's separator line (``|---|:--:|``, ``+===+``).
+_SEP_CHARS_RE = re.compile(r"[\s|:+=\-]*")
+
+
+def _is_separator(line: str) -> bool:
+    """Whether ``line`` is a table separator: only separator characters, a ``-`` or ``=``
+    among them. (One pattern ``[set]*[-=][set]*`` tried every ``-`` of a line that then
+    failed, quadratic on a long run of dashes; this is one linear scan and two finds.)"""
+    return ("-" in line or "=" in line) and _SEP_CHARS_RE.fullmatch(line) is not None
 
 
 def _cells(line: str) -> list[str]:
@@ -234,8 +242,8 @@ def _cells(line: str) -> list[str]:
 
 def _pipe_table(lines: list[str]) -> tuple[str, Any] | None:
     sample = lines[:30]
-    rows = [ln for ln in sample if "|" in ln and not _SEP_RE.fullmatch(ln)]
-    separators = sum(1 for ln in sample if _SEP_RE.fullmatch(ln))
+    rows = [ln for ln in sample if "|" in ln and not _is_separator(ln)]
+    separators = sum(1 for ln in sample if _is_separator(ln))
     if len(rows) < 3:
         return None
     counts = [len(_cells(ln)) for ln in rows]
@@ -245,7 +253,7 @@ def _pipe_table(lines: list[str]) -> tuple[str, Any] | None:
         return None
     if not separators and bordered < 0.8 * len(rows):
         return None
-    table = [_cells(ln) for ln in lines if "|" in ln and not _SEP_RE.fullmatch(ln)]
+    table = [_cells(ln) for ln in lines if "|" in ln and not _is_separator(ln)]
     kind = "markdown" if separators and lines[0].lstrip().startswith("|") else "pipe"
     return "table", (kind, table[0], table[1:])
 

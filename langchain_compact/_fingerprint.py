@@ -57,27 +57,46 @@ def _plain(value: Any) -> Any:
     return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
-def message_key(message: BaseMessage) -> str:
-    """The fingerprint of ``message`` as the model reads it (see the module docstring).
+#: A message whose text content is longer than this has its key remembered, per (length,
+#: hash) of the text and the key of everything else: a huge result is checked on every
+#: turn while it stays in a span, and would be encoded and hashed whole each time.
+_MEMO_ABOVE = 1 << 16
+_KEY_MEMO: dict[tuple[int, int, str], str] = {}
+_KEY_MEMO_LIMIT = 256
+#: Characters of a long text encoded at a time (the memory a key costs stays bounded).
+_CHUNK_CHARS = 1 << 20
 
-    Example:
-        >>> from langchain_core.messages import ToolMessage
-        >>> a = ToolMessage("ok", tool_call_id="c1")
-        >>> message_key(a) == message_key(a.model_copy(update={"status": "error"}))
-        False
-    """
+
+def _update(h: Any, value: str) -> None:
+    """Feed ``value`` to ``h`` as its UTF-8 length (8 bytes) then its UTF-8 bytes, exactly
+    as one ``encode`` would, a bounded slice at a time."""
+    if len(value) <= _CHUNK_CHARS:
+        raw = value.encode("utf-8", "surrogatepass")
+        h.update(len(raw).to_bytes(8, "little"))
+        h.update(raw)
+        return
+    size = 0
+    for i in range(0, len(value), _CHUNK_CHARS):
+        size += len(value[i : i + _CHUNK_CHARS].encode("utf-8", "surrogatepass"))
+    h.update(size.to_bytes(8, "little"))
+    for i in range(0, len(value), _CHUNK_CHARS):
+        h.update(value[i : i + _CHUNK_CHARS].encode("utf-8", "surrogatepass"))
+
+
+def _key(message: BaseMessage, content: bool = True) -> str:
     h = hashlib.sha256()
 
     def part(value: Any) -> None:
         if isinstance(value, str):
-            raw = value.encode("utf-8", "surrogatepass")
+            _update(h, value)
         else:
             raw = json.dumps(value, sort_keys=True, default=_plain).encode()
-        h.update(len(raw).to_bytes(8, "little"))
-        h.update(raw)
+            h.update(len(raw).to_bytes(8, "little"))
+            h.update(raw)
 
     part(message.type)
-    part(message.content)
+    if content:
+        part(message.content)
     part(message.name or "")
     part(message.additional_kwargs or {})
     if isinstance(message, AIMessage):
@@ -88,6 +107,28 @@ def message_key(message: BaseMessage) -> str:
         part(message.status)
         part(message.artifact)
     return h.hexdigest()[:16]
+
+
+def message_key(message: BaseMessage) -> str:
+    """The fingerprint of ``message`` as the model reads it (see the module docstring).
+
+    Example:
+        >>> from langchain_core.messages import ToolMessage
+        >>> a = ToolMessage("ok", tool_call_id="c1")
+        >>> message_key(a) == message_key(a.model_copy(update={"status": "error"}))
+        False
+    """
+    text = message.content
+    if not isinstance(text, str) or len(text) <= _MEMO_ABOVE:
+        return _key(message)
+    memo = (len(text), hash(text), _key(message, content=False))
+    found = _KEY_MEMO.get(memo)
+    if found is None:
+        found = _key(message)
+        if len(_KEY_MEMO) >= _KEY_MEMO_LIMIT:
+            _KEY_MEMO.clear()
+        _KEY_MEMO[memo] = found
+    return found
 
 
 def lineage(before: BaseMessage, after: BaseMessage) -> dict[str, Any]:

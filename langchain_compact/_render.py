@@ -18,7 +18,10 @@ _ROLE = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 _SALIENT_RE = re.compile(
     r"https?://[^\s\"'<>)\]]+"  # URLs
     r"|(?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]+)+"  # absolute / relative paths with a slash
-    r"|\b[\w\-]+\.(?:py|js|ts|rs|go|c|h|cc|cpp|java|json|yaml|yml|toml|md|txt|csv|sql|sh)\b"
+    # file names: at most 255 characters (a name's limit) before the extension, so a long
+    # run of hyphenated words is read a bounded number of times from each of its word
+    # starts (unbounded, each start read the whole run: quadratic)
+    r"|\b[\w\-]{1,255}\.(?:py|js|ts|rs|go|c|h|cc|cpp|java|json|yaml|yml|toml|md|txt|csv|sql|sh)\b"
     r"|\b[A-Z][A-Z0-9]*-\d+[A-Z0-9\-]*\b"  # ticket-like ids
     r"|[\u4e00-\u9fff]{1,8}-\d+"  # ids with a CJK prefix
     r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # hashes
@@ -127,6 +130,7 @@ _KEY_RE = re.compile(r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://")
 
 #: The line boundaries of ``str.splitlines``.
 _LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_BREAK_RE = re.compile(f"[{_LINE_BREAKS}]")
 
 
 def key_lines(text: str, *, limit: int = 5, width: int = 200) -> list[str]:
@@ -141,9 +145,13 @@ def key_lines(text: str, *, limit: int = 5, width: int = 200) -> list[str]:
     found: list[str] = []
     pos = 0
     while len(found) < limit and (match := _KEY_RE.search(text, pos)):
-        start = max(text.rfind(c, 0, match.start()) for c in _LINE_BREAKS) + 1
-        ends = [e for c in _LINE_BREAKS if (e := text.find(c, match.end())) >= 0]
-        end = min(ends) if ends else len(text)
+        # The line's start lies at or after ``pos`` (the end of the last line found) and its
+        # end is the next break: each character is read a bounded number of times, however
+        # many lines match (a search of the whole text per match was quadratic).
+        start = max(text.rfind(c, pos, match.start()) for c in _LINE_BREAKS) + 1
+        start = max(start, pos)
+        brk = _BREAK_RE.search(text, match.end())
+        end = brk.start() if brk else len(text)
         found.append(text[start:end].strip()[:width])
         pos = end
     return found

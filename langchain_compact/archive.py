@@ -339,9 +339,10 @@ class JsonlArchive(_ArchiveBase):
                     return existing
             ref = _r.make_ref(_r.new_timestamp()[0], batch.digest)
             header = _r.header(ref, thread_id, reason, metadata, len(batch.lines))
-            text = "\n".join([_r.dumps(header), *batch.lines]) + "\n"
+            # Written a piece at a time: a huge result's JSON line is the one copy of it.
+            pieces = _r.record_pieces(_r.dumps(header), batch.lines)
             # Concurrent writers of the same messages agree on one record (see publish_once).
-            return _f.publish_once(folder, ref, _r.encode(text), thread_id, batch.digest)
+            return _f.publish_once(folder, ref, pieces, thread_id, batch.digest)
         except OSError as exc:
             raise ArchiveError(self._fix(exc)) from exc
 

@@ -3,8 +3,10 @@
 Cutting an oversized result to its first and last characters loses what lies between, and a
 JSON array cut by characters loses its last records too (often the newest or the largest).
 A digest reads the whole text once, in linear time, and says what it holds within a hard
-character bound. The structure is detected in this order, each detector falling through to
-the next on malformed input:
+character bound; a text over ``DIGEST_READ_CHARS`` (8 Mi characters) is read from a bounded
+view (its start, its end and windows between, whole lines), and the header says so. The
+structure is detected in this order, each detector falling through to the next on malformed
+input:
 
 - JSON (an array, an object around its largest array, or JSON Lines): record count; every
   field with its types and how many records have it (nested objects one level down as
@@ -80,8 +82,45 @@ def _fit(header: str, lines: Lines, max_chars: int) -> str:
     return "\n".join([header, *(lines[i][1] for i in sorted(chosen))])
 
 
-def _header(what: str, text: str, note: str) -> str:
-    return digest_header(what, len(text), note)
+def _header(what: str, chars: int, note: str) -> str:
+    return digest_header(what, chars, note)
+
+
+#: A text longer than this is digested from a bounded view of it (its first and last
+#: ``_VIEW_EDGE`` characters and ``_VIEW_WINDOWS`` windows of ``_VIEW_WINDOW`` spread over
+#: the middle, whole lines), the header saying so: a 200 MB result read whole (detected as
+#: JSON, then JSON Lines, a table, a log, split into lines each time) cost tens of seconds
+#: and gigabytes. The full text is archived before it is digested.
+DIGEST_READ_CHARS = 1 << 23
+_VIEW_EDGE = 1 << 19
+_VIEW_WINDOWS = 8
+_VIEW_WINDOW = 1 << 16
+
+
+def _lines_within(text: str, start: int, end: int) -> str:
+    """``text[start:end]`` without the partial lines at either edge (where it has a break)."""
+    if start > 0 and (cut := text.find("\n", start, end)) >= 0:
+        start = cut + 1
+    if end < len(text) and (cut := text.rfind("\n", start, end)) >= 0:
+        end = cut
+    return text[start:end]
+
+
+def _view(text: str) -> tuple[str, str]:
+    """The bounded view of a text over ``DIGEST_READ_CHARS``, and the note that says so."""
+    middle = len(text) - 2 * _VIEW_EDGE
+    step = middle // _VIEW_WINDOWS
+    parts = [_lines_within(text, 0, _VIEW_EDGE)]
+    for k in range(_VIEW_WINDOWS):
+        start = _VIEW_EDGE + k * step + (step - _VIEW_WINDOW) // 2
+        parts.append(_lines_within(text, start, start + _VIEW_WINDOW))
+    parts.append(_lines_within(text, len(text) - _VIEW_EDGE, len(text)))
+    view = "\n".join(parts)
+    note = (
+        f"sampled: {len(view):,} chars read (the start, the end and {_VIEW_WINDOWS} "
+        "windows between), counts are of those"
+    )
+    return view, note
 
 
 # --- plain text and code --------------------------------------------------------------
@@ -198,11 +237,12 @@ def _ends(text: str, room: int) -> str:
     return clip(text, head_room) + marker + tail
 
 
-def _text_digest(text: str, max_chars: int, note: str) -> str:
-    """Head + tail, the key lines of the middle between them; spare room widens both."""
+def _text_digest(text: str, max_chars: int, note: str, chars: int | None = None) -> str:
+    """Head + tail, the key lines of the middle between them; spare room widens both
+    (``chars``: the length of the text the header names, default ``len(text)``)."""
     lines = text.splitlines()
     kind = _text_kind(lines)
-    header = _header(f"{kind}: {len(lines):,} lines", text, note)
+    header = _header(f"{kind}: {len(lines):,} lines", len(text) if chars is None else chars, note)
     avail = max_chars - len(header) - 1 - 120  # 120: the two markers around the key lines
     text = scrub(text)
     if avail < 100 or len(text) <= avail:
@@ -287,15 +327,19 @@ def structured_digest(text: str, *, max_chars: int, header_note: str = "") -> st
         raise ConfigError(f"max_chars={max_chars!r} must be an integer >= 0.")
     if len(text) <= max_chars:
         return text
+    chars = len(text)
+    if chars > DIGEST_READ_CHARS:  # a bounded view, whatever the size
+        text, sampled = _view(text)
+        header_note = f"{header_note}; {sampled}" if header_note else sampled
     try:
         kind, payload = detect(text)
         what, lines = describe(kind, payload, max_chars)
         if what is not None:
-            return _fit(_header(what, text, header_note), lines, max_chars)
+            return _fit(_header(what, chars, header_note), lines, max_chars)
     except Exception:  # a detector's bug must not cost the caller its result
         logger.debug("structured digest fell back to plain text", exc_info=True)
     try:
-        return _text_digest(text, max_chars, header_note)
+        return _text_digest(text, max_chars, header_note, chars)
     except Exception:
         logger.debug("plain-text digest failed; clipping", exc_info=True)
         return clip(text, max_chars)

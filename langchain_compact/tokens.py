@@ -230,6 +230,9 @@ def _hold(history: int) -> None:
         _APPROX_TEXT_LIMIT = max(_APPROX_TEXT_LIMIT, size)
 
 
+#: Characters of a text :class:`TiktokenCounter` encodes at once (a longer one in slices).
+ENCODED_WHOLE_CHARS = 1 << 20
+
 #: Texts shorter than this stay out of the text caches: the ids, names and arguments of
 #: every new message would otherwise add entries on every turn of a long run, and each
 #: message's total is cached anyway. Their approximate counts go through a small LRU cache
@@ -597,11 +600,24 @@ class TiktokenCounter:
         return n
 
     def _encoded(self, text: str) -> int:
-        """Tokens of ``text`` by the encoding (the estimate where it cannot be loaded)."""
+        """Tokens of ``text`` by the encoding (the estimate where it cannot be loaded).
+
+        A text over ``ENCODED_WHOLE_CHARS`` is encoded a slice at a time, each cut at a line
+        break (one token list of a 200 MB result held 50 million ints, gigabytes): its count
+        may differ from a whole encoding by a token per slice where a cut splits one."""
         encoder = self._load()
         if encoder is None:
             return approx_text(text)
-        return len(encoder.encode(text, disallowed_special=()))
+        if len(text) <= ENCODED_WHOLE_CHARS:
+            return len(encoder.encode(text, disallowed_special=()))
+        n = start = 0
+        while start < len(text):
+            end = text.find("\n", start + ENCODED_WHOLE_CHARS) + 1 or len(text)
+            if end - start > 2 * ENCODED_WHOLE_CHARS:  # no line break near: cut anyway
+                end = start + ENCODED_WHOLE_CHARS
+            n += len(encoder.encode(text[start:end], disallowed_special=()))
+            start = end
+        return n
 
     def count_tools(self, tools: Sequence[Any]) -> int:
         """Tokens of tool schemas as sent with a request (JSON of the OpenAI tool format)."""
