@@ -106,6 +106,7 @@ from langchain_compact.summarizers import (
     focusing,
 )
 from langchain_compact.tokens import (
+    CONFIRM_MARGIN,
     TiktokenCounter,
     TokenCounter,
     aload_tokenizers,
@@ -557,7 +558,24 @@ class Compactor:
                 decision = decide(
                     messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
                 )
+        elif decision.action == "continue" and self._near(decision.tokens, fit):
+            # The call goes out on this count: near the fit limit a scaled estimate is
+            # confirmed first, and a higher exact count decides (tokens.CONFIRM_MARGIN).
+            exact = self.confirmed(messages, decision.tokens)
+            if exact > decision.tokens:
+                decision = decide(
+                    messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
+                )
         return decision
+
+    def _near(self, tokens: int, fit: int | None) -> bool:
+        """Whether ``tokens`` (counted by the configured counter, not tiktoken) is within
+        :data:`~langchain_compact.tokens.CONFIRM_MARGIN` of the fit limit ``fit``."""
+        return (
+            fit is not None
+            and not isinstance(self.counter, TiktokenCounter)
+            and tokens > (1 - CONFIRM_MARGIN) * fit
+        )
 
     def after_compaction(self, messages: Sequence[BaseMessage]) -> Literal["continue", "stop"]:
         """The check after a compaction (dirty-value protection): the last usage numbers
@@ -567,6 +585,8 @@ class Compactor:
         compaction runs until the context grows (``compaction.effective_trigger``)."""
         tokens = self.count(messages)
         fit = self.config.fit_tokens or 0
+        if tokens <= fit and self._near(tokens, fit):  # the call goes out on this count
+            tokens = max(tokens, self.confirmed(messages, tokens))
         if tokens > fit:
             tokens = self.confirmed(messages, tokens)
             # The compaction's own count of this very list (its draft, counted with

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import queue
-import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langchain_compact._estimate import estimate, pieces
 from langchain_compact._placeholders import FACTS_MARK, MERGED_SUMMARY_HEADER
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
@@ -46,6 +46,7 @@ __all__ = [
     "approximate_tokens",
     "calibration",
     "context_tokens",
+    "least_scale",
     "load_tokenizers",
     "precise_context_tokens",
     "precise_counter",
@@ -68,66 +69,13 @@ TOKENS_PER_TOOL_CALL = 3
 #: Fixed estimate for one image block (OpenAI's low-detail image cost).
 TOKENS_PER_IMAGE = 85
 
-# The estimate counts the pieces a byte-pair tokenizer splits text into, not characters:
-# a character ratio is off by 2x between prose, code, logs, hex dumps and CJK text (a log
-# of timestamps and numbers has ~2.4 characters per o200k token, English prose ~4.5).
-# Pieces: an ASCII word is a token, one more per 7 letters and per inner capital
-# (camelCase splits there); a digit group of up to 3 is a token (o200k splits numbers
-# so, and a space before a number is a token of its own); a run of symbols costs a token
-# per 2; a newline with its indentation, a run of spaces or of underscores is one; a CJK
-# character is a token (what common characters cost when they do not form a word the
-# tokenizer knows: names, identifiers, tables; o200k merges pairs of prose to ~0.7, so on
-# prose this runs about 30% high) and another script's letters a token per 4 plus one a
-# word. It errs high rather than low: a call over the window is an error, a compaction a
-# little early only a cost, and a cut or a stop an estimate asks for is confirmed with
-# tiktoken first (:func:`precise_context_tokens`).
-_CJK_TOKENS_PER_CHAR = 1.0
-_CJK_RE = re.compile(
-    "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
-)
-_WORD_RE = re.compile(r"[A-Za-z]+")
-_LONG_WORD_RE = re.compile(r"[A-Za-z]{8,}")
-_INNER_CAP_RE = re.compile(r"[a-z][A-Z]")
-_DIGITS_RE = re.compile(r"\d{1,3}")
-_SYMBOLS_RE = re.compile(r"[^\w\s]+")
-_SPACES_RE = re.compile(r"\n\s*| {2,}|_+")
-_SPACE_DIGIT_RE = re.compile(r" \d")
-_OTHER_LETTERS_RE = re.compile(r"[^\W\d_A-Za-z]+")
-
-
-#: Sampling reads 8,192 characters of a long text, off by under 3% from reading it whole
-#: on the transcripts' long results and on logs: ~0.5 ms a text instead of ~3 ms for
-#: 50,000 characters (each regex pass of the estimate holds the interpreter).
-_SAMPLED_ABOVE = 16_384
-_SAMPLES = 16
-_SAMPLE_CHARS = 512
-
-
-def _estimate(text: str) -> int:
-    """Tokens of ``text`` by its pieces (see the comment above). A text longer than
-    ``_SAMPLED_ABOVE`` characters is estimated from ``_SAMPLES`` evenly spaced slices and
-    scaled, so the cost of one text is bounded whatever its size."""
-    if len(text) > _SAMPLED_ABOVE:
-        step = len(text) // _SAMPLES
-        sampled = "\n".join(text[i * step : i * step + _SAMPLE_CHARS] for i in range(_SAMPLES))
-        return max(1, round(_pieces(sampled) * len(text) / len(sampled)))
-    return _pieces(text)
-
-
-def _pieces(text: str) -> int:
-    """Tokens of ``text`` by its pieces; linear, in C regex passes."""
-    n = float(len(_WORD_RE.findall(text)))
-    n += sum((len(w) - 1) // 7 for w in _LONG_WORD_RE.findall(text))
-    n += len(_INNER_CAP_RE.findall(text)) + len(_DIGITS_RE.findall(text))
-    n += len(_SPACES_RE.findall(text)) + len(_SPACE_DIGIT_RE.findall(text))
-    if not text.isascii():
-        for run in _OTHER_LETTERS_RE.findall(text):
-            k = len(_CJK_RE.findall(run))
-            n += k * _CJK_TOKENS_PER_CHAR + ((len(run) - k) / 4 + 1 if len(run) > k else 0)
-    for run in _SYMBOLS_RE.findall(text):
-        k = 0 if run.isascii() else len(_CJK_RE.findall(run))
-        n += k * _CJK_TOKENS_PER_CHAR + (len(run) - k + 1) // 2
-    return max(1, round(n))
+# The estimate (``_estimate``) counts the pieces a byte-pair tokenizer splits text into, by
+# content class, each class at a cost that bounds o200k's from above (see the module): a call
+# over the window is an error, a compaction a little early only a cost, and a decision the
+# estimate makes within ``CONFIRM_MARGIN`` of the fit limit is confirmed with tiktoken first
+# (:func:`precise_context_tokens`).
+_estimate = estimate
+_pieces = pieces
 
 
 class TokenizerUnavailableWarning(RuntimeWarning):
@@ -801,7 +749,9 @@ def _precise_calibration(messages: Sequence[BaseMessage]) -> tuple[float, int] |
     ratio, overhead = value
     if not isinstance(ratio, (int, float)) or not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
         return None
-    return float(ratio), int(overhead) if isinstance(overhead, int) and overhead > 0 else 0
+    # a boundary written before the floor: its scale is never applied below the exact count
+    ratio = max(EXACT_FLOOR, float(ratio))
+    return ratio, int(overhead) if isinstance(overhead, int) and overhead > 0 else 0
 
 
 def _approx_message(message: BaseMessage) -> int:
@@ -916,6 +866,28 @@ VERIFIED_SHARE = 0.95
 #: well under 1.5x on text); the rest of a larger gap is fixed overhead the local count
 #: cannot see (tool schemas, chat templates), added as a constant.
 RATIO_BOUNDS = (0.7, 1.5)
+#: The one rule (docs/design.md, "The count is never below the provider's"): a ratio below 1
+#: that a usage report shows is never applied to a tiktoken count. The report anchors the
+#: messages it describes exactly; what the scale is applied to is other content (a new
+#: result, a summary), which a ratio learned on small messages, framing or escape codes
+#: does not describe, and the exact local count is its floor.
+EXACT_FLOOR = 1.0
+#: An estimate (scaled down to as little as ``RATIO_BOUNDS[0]``) above this share of the fit
+#: limit is confirmed by tiktoken before the call goes out: the most the lowest scale can
+#: take off a count.
+CONFIRM_MARGIN = 1 - RATIO_BOUNDS[0]
+
+
+def least_scale(counter: object) -> float:
+    """The least scale a calibration applies to ``counter``'s counts: :data:`EXACT_FLOOR`
+    for tiktoken, and for the estimate where tiktoken's files are known not to load here (no
+    exact count can confirm it); ``RATIO_BOUNDS[0]`` otherwise (the estimate errs high, and
+    within :data:`CONFIRM_MARGIN` of the fit limit tiktoken confirms it)."""
+    if isinstance(counter, TiktokenCounter) and not counter._fallback:
+        return EXACT_FLOOR
+    if counter is approximate_tokens and _precise and _precise[0] is None:
+        return EXACT_FLOOR
+    return RATIO_BOUNDS[0]
 
 
 def _boundary_calibration(messages: Sequence[BaseMessage], boundary: int) -> tuple[float, int]:
@@ -962,7 +934,9 @@ def calibration(
 
     From the newest usage report: ``input_tokens`` against the local count of the input it
     describes (the messages before it as they were sent, plus the tool schemas). Returns
-    ``(ratio, overhead)``: provider tokens per local token, within :data:`RATIO_BOUNDS`,
+    ``(ratio, overhead)``: provider tokens per local token, within :data:`RATIO_BOUNDS`
+    and never below :func:`least_scale` (1 for tiktoken: a count is never taken below the
+    exact local one),
     and a fixed number of tokens the local count cannot see (tool schemas the counter was
     not given, chat templates). ``None`` when there is no report or it cannot describe
     this list (see :func:`anchor_describes`).
@@ -983,8 +957,7 @@ def calibration(
     reported, local = found
     if reported < MIN_REPORTED_SHARE * local:
         return None
-    low, high = RATIO_BOUNDS
-    ratio = min(high, max(low, reported / local))
+    ratio = min(RATIO_BOUNDS[1], max(least_scale(counter), reported / local))
     return ratio, max(0, round(reported - ratio * local))
 
 
