@@ -174,8 +174,13 @@ def _whitespace(run: str) -> int:
     character, long stretches more (``_STRETCH``), non-breaking spaces a token per 5 and one
     more, ``\\r\\n`` pairs a token per 4; a run that repeats a unit of up to 4 characters
     (``"  \\n"`` times 100) at most a token per unit."""
+    first = run[0]
     if len(run) == 1:
         return 1
+    if first == "\n" and run[1] == " " and run.count(" ") == len(run) - 1:
+        return 2 + (len(run) - 2) // 100  # a line break and its indentation
+    if run.count(first) == len(run) and first in _STRETCH:
+        return 1 + (len(run) - 1) // _STRETCH[first]
     total = 0
     for segment in _WHITESPACE_SEGMENT_RE.findall(run):
         if segment[0] == "\u00a0":
