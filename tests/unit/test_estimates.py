@@ -24,6 +24,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from langchain_compact import CompactionConfig
 from langchain_compact.compaction import decide
+from langchain_compact.core import Compactor
+from langchain_compact.markers import KIND_SUMMARY, with_meta
 from langchain_compact.tokens import approx_text, approximate_tokens, provision_tiktoken_cache
 
 #: The most the estimate may run over o200k on each class (generated samples of 1,000 to
@@ -243,3 +245,39 @@ def test_a_ratio_learned_on_small_results_never_sends_a_large_one_over_the_windo
     assert record.error is None, record.error
     sizes = [lean_count(inputs, record.tools) for inputs in record.inputs]
     assert sizes and max(sizes) <= scenario.window, sizes
+
+
+def test_a_scaled_estimate_near_the_fit_limit_is_confirmed_before_the_call_goes(
+    o200k: tiktoken.Encoding,
+) -> None:
+    """The newest compaction stored a scale of 0.7 (learned where the estimate ran high);
+    a base64 result after it is estimated tightly, so scaled it counts under the trigger
+    while its true size is over the fit limit. Before the call goes out, tiktoken confirms
+    an estimate within 30% of the fit limit, and the higher exact count decides."""
+    config = CompactionConfig(context_window=16_000)
+    fit = config.fit_tokens
+    assert fit is not None and config.trigger_tokens is not None
+    summary = with_meta(
+        HumanMessage("Summary of the earlier work: the files were listed.", id="s1"),
+        kind=KIND_SUMMARY,
+        index=1,
+        kept_ids=[],
+        calibration=0.7,
+        overhead=0,
+        tokens_after=40,
+    )
+    blob = sample("base64", 3, 22_000)
+    call = {"name": "read", "args": {"path": "blob.b64"}, "id": "c1", "type": "tool_call"}
+    history = [
+        HumanMessage("Decode the blob.", id="task"),
+        summary,
+        AIMessage("", tool_calls=[call], id="a1"),
+        ToolMessage(blob, tool_call_id="c1", name="read", id="r1"),
+    ]
+    true = _true_context(o200k, history)
+    assert true > fit, (true, fit)
+    scaled = decide(history, config=config)
+    assert scaled.tokens < config.trigger_tokens  # the scaled estimate alone lets it go
+    decision = Compactor(config=config, archive=None).decide(history)
+    assert decision.action != "continue", decision
+    assert decision.tokens >= true - 50
