@@ -749,9 +749,7 @@ def _precise_calibration(messages: Sequence[BaseMessage]) -> tuple[float, int] |
     ratio, overhead = value
     if not isinstance(ratio, (int, float)) or not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
         return None
-    # a boundary written before the floor: its scale is never applied below the exact count
-    ratio = max(EXACT_FLOOR, float(ratio))
-    return ratio, int(overhead) if isinstance(overhead, int) and overhead > 0 else 0
+    return float(ratio), int(overhead) if isinstance(overhead, int) and overhead > 0 else 0
 
 
 def _approx_message(message: BaseMessage) -> int:
@@ -867,10 +865,9 @@ VERIFIED_SHARE = 0.95
 #: cannot see (tool schemas, chat templates), added as a constant.
 RATIO_BOUNDS = (0.7, 1.5)
 #: The one rule (docs/design.md, "The count is never below the provider's"): a ratio below 1
-#: that a usage report shows is never applied to a tiktoken count. The report anchors the
-#: messages it describes exactly; what the scale is applied to is other content (a new
-#: result, a summary), which a ratio learned on small messages, framing or escape codes
-#: does not describe, and the exact local count is its floor.
+#: that a usage report shows on tiktoken's count holds for the content the report
+#: described, never for what came after it (a new result unlike the small messages, chat
+#: framing or escape codes it was learned on): that content keeps at least its exact count.
 EXACT_FLOOR = 1.0
 #: An estimate (scaled down to as little as ``RATIO_BOUNDS[0]``) above this share of the fit
 #: limit is confirmed by tiktoken before the call goes out: the most the lowest scale can
@@ -879,12 +876,11 @@ CONFIRM_MARGIN = 1 - RATIO_BOUNDS[0]
 
 
 def least_scale(counter: object) -> float:
-    """The least scale a calibration applies to ``counter``'s counts: :data:`EXACT_FLOOR`
-    for tiktoken, and for the estimate where tiktoken's files are known not to load here (no
-    exact count can confirm it); ``RATIO_BOUNDS[0]`` otherwise (the estimate errs high, and
-    within :data:`CONFIRM_MARGIN` of the fit limit tiktoken confirms it)."""
-    if isinstance(counter, TiktokenCounter) and not counter._fallback:
-        return EXACT_FLOOR
+    """The least scale a calibration applies to ``counter``'s counts: ``RATIO_BOUNDS[0]``
+    (the estimate errs high, and within :data:`CONFIRM_MARGIN` of the fit limit tiktoken
+    confirms it; a tiktoken count is scaled below 1 only for what the report described, see
+    :func:`calibration`), and :data:`EXACT_FLOOR` for the estimate where tiktoken's files are
+    known not to load here (no exact count can confirm it)."""
     if counter is approximate_tokens and _precise and _precise[0] is None:
         return EXACT_FLOOR
     return RATIO_BOUNDS[0]
@@ -935,8 +931,9 @@ def calibration(
     From the newest usage report: ``input_tokens`` against the local count of the input it
     describes (the messages before it as they were sent, plus the tool schemas). Returns
     ``(ratio, overhead)``: provider tokens per local token, within :data:`RATIO_BOUNDS`
-    and never below :func:`least_scale` (1 for tiktoken: a count is never taken below the
-    exact local one),
+    and never below :func:`least_scale`; counted with tiktoken, a ratio below 1 holds for
+    the messages the report described only, the ones after it keep their exact count (the
+    two blended by size),
     and a fixed number of tokens the local count cannot see (tool schemas the counter was
     not given, chat templates). ``None`` when there is no report or it cannot describe
     this list (see :func:`anchor_describes`).
@@ -951,14 +948,33 @@ def calibration(
         >>> round(ratio, 1), overhead
         (1.4, 0)
     """
-    found = _reported_and_local(messages, counter, tools)
+    anchor = _newest_anchor(messages)
+    if anchor is None:
+        return None
+    found = _reported_and_local(messages, counter, tools, anchor)
     if found is None:
         return None
     reported, local = found
     if reported < MIN_REPORTED_SHARE * local:
         return None
     ratio = min(RATIO_BOUNDS[1], max(least_scale(counter), reported / local))
+    if ratio < EXACT_FLOOR and isinstance(counter, TiktokenCounter):
+        # The one rule: the ratio holds for the content the report described; what came
+        # after it (a new result, unlike the small messages the ratio may have been learned
+        # on) keeps its exact count. One scale for both: their blend by size.
+        after = _local(messages[anchor[0] + 1 :], counter)
+        ratio = (ratio * local + EXACT_FLOOR * after) / (local + after)
     return ratio, max(0, round(reported - ratio * local))
+
+
+def _newest_anchor(messages: Sequence[BaseMessage]) -> tuple[int, int, int] | None:
+    """The newest usage report made after the last compaction (:func:`_fresh_anchor`), from
+    the remembered facts of ``messages`` when there are any."""
+    facts = history_facts(messages)
+    if facts is not None:
+        return facts.anchor
+    boundary, stale_ids = newest_boundary(messages)
+    return _fresh_anchor(messages, boundary, stale_ids)
 
 
 def _reported_and_local(
