@@ -179,7 +179,8 @@ def _short_pieces(text: str) -> int:
 
 
 def approx_text(text: str) -> int:
-    """Approximate tokens of one text (CJK characters weigh more than others; cached)."""
+    """Approximate tokens of one text (by content class, :mod:`langchain_compact._estimate`;
+    cached)."""
     if not text:
         return 0
     if len(text) < UNCACHED_BELOW:
@@ -283,12 +284,13 @@ def _tools_text(tools: Sequence[Any] | None) -> str:
 def approximate_tokens(
     messages: Sequence[BaseMessage], *, tools: Sequence[Any] | None = None
 ) -> int:
-    """Estimate tokens without tokenizer files, CJK-aware.
+    """Estimate tokens without tokenizer files, by content class.
 
-    It counts the pieces a byte-pair tokenizer splits text into (words, digit groups,
-    symbol runs, indentation; a token per CJK character), checked against o200k_base
-    on prose, code, logs, JSON, hex dumps and CJK text, plus OpenAI's per-message
-    overhead. langchain-core's
+    It counts the pieces a byte-pair tokenizer splits text into, each class of content
+    (words, digit groups, symbols, whitespace runs, CJK by o200k's own one-token strings,
+    base64, emoji, combining marks, control characters: :mod:`langchain_compact._estimate`)
+    at a cost that bounds o200k_base's from above and stays within about 10% of it on the
+    generated samples of every class, plus OpenAI's per-message overhead. langchain-core's
     ``count_tokens_approximately`` (chars / 4) undercounts Chinese by about half.
 
     Example:
