@@ -561,12 +561,30 @@ class Compactor:
         elif decision.action == "continue" and self._near(decision.tokens, fit):
             # The call goes out on this count: near the fit limit a scaled estimate is
             # confirmed first, and a higher exact count decides (tokens.CONFIRM_MARGIN).
-            exact = self.confirmed(messages, decision.tokens)
-            if exact > decision.tokens:
+            least = self.exact_floor(messages)
+            if least is not None and least > decision.tokens:
                 decision = decide(
-                    messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
+                    messages, config=config, counter=self.counter, tools=self.tools, tokens=least
                 )
         return decision
+
+    def exact_floor(self, messages: Sequence[BaseMessage]) -> int | None:
+        """The least the context can be by the exact count: the newest usage report that
+        describes it, and tiktoken's count, unscaled, of everything after the report (of
+        everything without one); ``None`` when tiktoken's files cannot be loaded. A scaled
+        estimate under it is never trusted (the one rule, docs/design.md); a ratio the report
+        showed is not applied here, so a report that counted more than o200k (a system
+        prompt the count does not see) cannot inflate a new result's count into a stop."""
+        precise = precise_counter()
+        if precise is None:
+            return None
+        return context_tokens(
+            messages,
+            counter=precise,
+            tools=self.tools,
+            verify_anchor=self.verify_anchor,
+            calibrated=(1.0, 0),
+        )
 
     def _near(self, tokens: int, fit: int | None) -> bool:
         """Whether ``tokens`` (counted by the configured counter, not tiktoken) is within
@@ -586,7 +604,7 @@ class Compactor:
         tokens = self.count(messages)
         fit = self.config.fit_tokens or 0
         if tokens <= fit and self._near(tokens, fit):  # the call goes out on this count
-            tokens = max(tokens, self.confirmed(messages, tokens))
+            tokens = max(tokens, self.exact_floor(messages) or 0)
         if tokens > fit:
             tokens = self.confirmed(messages, tokens)
             # The compaction's own count of this very list (its draft, counted with
