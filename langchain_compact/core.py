@@ -560,9 +560,10 @@ class Compactor:
                 )
         elif decision.action == "continue" and self._near(decision.tokens, fit):
             # The call goes out on this count: near the fit limit a scaled estimate is
-            # confirmed first, and a higher exact count decides (tokens.CONFIRM_MARGIN).
+            # confirmed first (tokens.CONFIRM_MARGIN), and an exact floor over the fit limit
+            # decides (under it the call fits, and compaction keeps its timing).
             least = self.exact_floor(messages)
-            if least is not None and least > decision.tokens:
+            if least is not None and fit is not None and least > fit:
                 decision = decide(
                     messages, config=config, counter=self.counter, tools=self.tools, tokens=least
                 )
@@ -603,8 +604,6 @@ class Compactor:
         compaction runs until the context grows (``compaction.effective_trigger``)."""
         tokens = self.count(messages)
         fit = self.config.fit_tokens or 0
-        if tokens <= fit and self._near(tokens, fit):  # the call goes out on this count
-            tokens = max(tokens, self.exact_floor(messages) or 0)
         if tokens > fit:
             tokens = self.confirmed(messages, tokens)
             # The compaction's own count of this very list (its draft, counted with
