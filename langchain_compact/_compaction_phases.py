@@ -94,6 +94,7 @@ from langchain_compact.tokens import (
     approx_text,
     approximate_tokens,
     calibration,
+    least_scale,
     precise_counter,
 )
 
@@ -266,7 +267,8 @@ def measure_scale(
     if measured is None:
         b, _kept = newest_boundary(messages)
         previous = get_meta(messages[b]) if b >= 0 else {}
-        measured = (float(previous.get("calibration", 1.0)), int(previous.get("overhead", 0)))
+        ratio = max(least_scale(counter), float(previous.get("calibration", 1.0)))
+        measured = (ratio, int(previous.get("overhead", 0)))
     return _capped(measured, config)
 
 
@@ -790,9 +792,9 @@ def finish(draft: _Draft, ref: str | None) -> CompactionResult:
         meta["precise_calibration"] = [round(draft.scale, 4), draft.overhead]
         local = counter(pending) + extra
         if local > 0:
-            low, high = RATIO_BOUNDS
             ratio = max(0.0, tokens_after - draft.overhead) / local
-            meta["calibration"] = round(min(high, max(low, ratio)), 4)
+            low = least_scale(counter)
+            meta["calibration"] = round(min(RATIO_BOUNDS[1], max(low, ratio)), 4)
     # The thrash guard counts compactions in a row, each within one model turn of the last,
     # that left the context over the trigger and no smaller than they found it: no
     # progress. One that frees room is progress even when the next large result fills a

@@ -111,6 +111,7 @@ from langchain_compact.summarizers import (
 )
 from langchain_compact.tokens import (
     AnchorCheck,
+    CONFIRM_MARGIN,
     TiktokenCounter,
     TokenCounter,
     aload_tokenizers,
@@ -587,7 +588,43 @@ class Compactor:
                 decision = decide(
                     messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
                 )
+        elif decision.action == "continue" and self._near(decision.tokens, fit):
+            # The call goes out on this count: near the fit limit a scaled estimate is
+            # confirmed first (tokens.CONFIRM_MARGIN), and an exact floor over the fit limit
+            # decides (under it the call fits, and compaction keeps its timing).
+            least = self.exact_floor(messages)
+            if least is not None and fit is not None and least > fit:
+                decision = decide(
+                    messages, config=config, counter=self.counter, tools=self.tools, tokens=least
+                )
         return decision
+
+    def exact_floor(self, messages: Sequence[BaseMessage]) -> int | None:
+        """The least the context can be by the exact count: the newest usage report that
+        describes it, and tiktoken's count, unscaled, of everything after the report (of
+        everything without one); ``None`` when tiktoken's files cannot be loaded. A scaled
+        estimate under it is never trusted (the one rule, docs/design.md); a ratio the report
+        showed is not applied here, so a report that counted more than o200k (a system
+        prompt the count does not see) cannot inflate a new result's count into a stop."""
+        precise = precise_counter()
+        if precise is None:
+            return None
+        return context_tokens(
+            messages,
+            counter=precise,
+            tools=self.tools,
+            verify_anchor=self.verify_anchor,
+            calibrated=(1.0, 0),
+        )
+
+    def _near(self, tokens: int, fit: int | None) -> bool:
+        """Whether ``tokens`` (counted by the configured counter, not tiktoken) is within
+        :data:`~langchain_compact.tokens.CONFIRM_MARGIN` of the fit limit ``fit``."""
+        return (
+            fit is not None
+            and not isinstance(self.counter, TiktokenCounter)
+            and tokens > (1 - CONFIRM_MARGIN) * fit
+        )
 
     def after_compaction(self, messages: Sequence[BaseMessage]) -> Literal["continue", "stop"]:
         """The check after a compaction (dirty-value protection): the last usage numbers

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import queue
-import re
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -38,6 +37,7 @@ from langchain_compact._images import (
     is_image_block,
     pricing_for,
 )
+from langchain_compact._estimate import estimate, pieces
 from langchain_compact._placeholders import FACTS_MARK, MERGED_SUMMARY_HEADER
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._refed import is_stale_report
@@ -55,6 +55,7 @@ __all__ = [
     "approximate_tokens",
     "calibration",
     "context_tokens",
+    "least_scale",
     "load_tokenizers",
     "precise_context_tokens",
     "precise_counter",
@@ -80,66 +81,13 @@ AUDIO_CHARS_PER_TOKEN = 64
 PAYLOAD_CHARS_PER_TOKEN = 4
 _PAYLOAD_KEYS = frozenset({"data", "base64", "file_data"})
 
-# The estimate counts the pieces a byte-pair tokenizer splits text into, not characters:
-# a character ratio is off by 2x between prose, code, logs, hex dumps and CJK text (a log
-# of timestamps and numbers has ~2.4 characters per o200k token, English prose ~4.5).
-# Pieces: an ASCII word is a token, one more per 7 letters and per inner capital
-# (camelCase splits there); a digit group of up to 3 is a token (o200k splits numbers
-# so, and a space before a number is a token of its own); a run of symbols costs a token
-# per 2; a newline with its indentation, a run of spaces or of underscores is one; a CJK
-# character is a token (what common characters cost when they do not form a word the
-# tokenizer knows: names, identifiers, tables; o200k merges pairs of prose to ~0.7, so on
-# prose this runs about 30% high) and another script's letters a token per 4 plus one a
-# word. It errs high rather than low: a call over the window is an error, a compaction a
-# little early only a cost, and a cut or a stop an estimate asks for is confirmed with
-# tiktoken first (:func:`precise_context_tokens`).
-_CJK_TOKENS_PER_CHAR = 1.0
-_CJK_RE = re.compile(
-    "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
-)
-_WORD_RE = re.compile(r"[A-Za-z]+")
-_LONG_WORD_RE = re.compile(r"[A-Za-z]{8,}")
-_INNER_CAP_RE = re.compile(r"[a-z][A-Z]")
-_DIGITS_RE = re.compile(r"\d{1,3}")
-_SYMBOLS_RE = re.compile(r"[^\w\s]+")
-_SPACES_RE = re.compile(r"\n\s*| {2,}|_+")
-_SPACE_DIGIT_RE = re.compile(r" \d")
-_OTHER_LETTERS_RE = re.compile(r"[^\W\d_A-Za-z]+")
-
-
-#: Sampling reads 8,192 characters of a long text, off by under 3% from reading it whole
-#: on the transcripts' long results and on logs: ~0.5 ms a text instead of ~3 ms for
-#: 50,000 characters (each regex pass of the estimate holds the interpreter).
-_SAMPLED_ABOVE = 16_384
-_SAMPLES = 16
-_SAMPLE_CHARS = 512
-
-
-def _estimate(text: str) -> int:
-    """Tokens of ``text`` by its pieces (see the comment above). A text longer than
-    ``_SAMPLED_ABOVE`` characters is estimated from ``_SAMPLES`` evenly spaced slices and
-    scaled, so the cost of one text is bounded whatever its size."""
-    if len(text) > _SAMPLED_ABOVE:
-        step = len(text) // _SAMPLES
-        sampled = "\n".join(text[i * step : i * step + _SAMPLE_CHARS] for i in range(_SAMPLES))
-        return max(1, round(_pieces(sampled) * len(text) / len(sampled)))
-    return _pieces(text)
-
-
-def _pieces(text: str) -> int:
-    """Tokens of ``text`` by its pieces; linear, in C regex passes."""
-    n = float(len(_WORD_RE.findall(text)))
-    n += sum((len(w) - 1) // 7 for w in _LONG_WORD_RE.findall(text))
-    n += len(_INNER_CAP_RE.findall(text)) + len(_DIGITS_RE.findall(text))
-    n += len(_SPACES_RE.findall(text)) + len(_SPACE_DIGIT_RE.findall(text))
-    if not text.isascii():
-        for run in _OTHER_LETTERS_RE.findall(text):
-            k = len(_CJK_RE.findall(run))
-            n += k * _CJK_TOKENS_PER_CHAR + ((len(run) - k) / 4 + 1 if len(run) > k else 0)
-    for run in _SYMBOLS_RE.findall(text):
-        k = 0 if run.isascii() else len(_CJK_RE.findall(run))
-        n += k * _CJK_TOKENS_PER_CHAR + (len(run) - k + 1) // 2
-    return max(1, round(n))
+# The estimate (``_estimate``) counts the pieces a byte-pair tokenizer splits text into, by
+# content class, each class at a cost that bounds o200k's from above (see the module): a call
+# over the window is an error, a compaction a little early only a cost, and a decision the
+# estimate makes within ``CONFIRM_MARGIN`` of the fit limit is confirmed with tiktoken first
+# (:func:`precise_context_tokens`).
+_estimate = estimate
+_pieces = pieces
 
 
 class TokenizerUnavailableWarning(RuntimeWarning):
@@ -246,7 +194,8 @@ def _short_pieces(text: str) -> int:
 
 
 def approx_text(text: str) -> int:
-    """Approximate tokens of one text (CJK characters weigh more than others; cached)."""
+    """Approximate tokens of one text (by content class, :mod:`langchain_compact._estimate`;
+    cached)."""
     if not text:
         return 0
     if len(text) < UNCACHED_BELOW:
@@ -391,12 +340,13 @@ def _tools_text(tools: Sequence[Any] | None) -> str:
 def approximate_tokens(
     messages: Sequence[BaseMessage], *, tools: Sequence[Any] | None = None
 ) -> int:
-    """Estimate tokens without tokenizer files, CJK-aware.
+    """Estimate tokens without tokenizer files, by content class.
 
-    It counts the pieces a byte-pair tokenizer splits text into (words, digit groups,
-    symbol runs, indentation; a token per CJK character), checked against o200k_base
-    on prose, code, logs, JSON, hex dumps and CJK text, plus OpenAI's per-message
-    overhead. langchain-core's
+    It counts the pieces a byte-pair tokenizer splits text into, each class of content
+    (words, digit groups, symbols, whitespace runs, CJK by o200k's own one-token strings,
+    base64, emoji, combining marks, control characters: :mod:`langchain_compact._estimate`)
+    at a cost that bounds o200k_base's from above and stays within about 10% of it on the
+    generated samples of every class, plus OpenAI's per-message overhead. langchain-core's
     ``count_tokens_approximately`` (chars / 4) undercounts Chinese by about half.
 
     Example:
@@ -1036,6 +986,26 @@ sent, which can be close to the raw list)."""
 #: well under 1.5x on text); the rest of a larger gap is fixed overhead the local count
 #: cannot see (tool schemas, chat templates), added as a constant.
 RATIO_BOUNDS = (0.7, 1.5)
+#: The one rule (docs/design.md, "The count is never below the provider's"): a ratio below 1
+#: that a usage report shows on tiktoken's count holds for the content the report
+#: described, never for what came after it (a new result unlike the small messages, chat
+#: framing or escape codes it was learned on): that content keeps at least its exact count.
+EXACT_FLOOR = 1.0
+#: An estimate (scaled down to as little as ``RATIO_BOUNDS[0]``) above this share of the fit
+#: limit is confirmed by tiktoken before the call goes out: the most the lowest scale can
+#: take off a count.
+CONFIRM_MARGIN = 1 - RATIO_BOUNDS[0]
+
+
+def least_scale(counter: object) -> float:
+    """The least scale a calibration applies to ``counter``'s counts: ``RATIO_BOUNDS[0]``
+    (the estimate errs high, and within :data:`CONFIRM_MARGIN` of the fit limit tiktoken
+    confirms it; a tiktoken count is scaled below 1 only for what the report described, see
+    :func:`calibration`), and :data:`EXACT_FLOOR` for the estimate where tiktoken's files are
+    known not to load here (no exact count can confirm it)."""
+    if counter is approximate_tokens and _precise and _precise[0] is None:
+        return EXACT_FLOOR
+    return RATIO_BOUNDS[0]
 
 
 def _boundary_calibration(messages: Sequence[BaseMessage], boundary: int) -> tuple[float, int]:
@@ -1083,7 +1053,10 @@ def calibration(
 
     From the newest usage report: ``input_tokens`` against the local count of the input it
     describes (the messages before it as they were sent, plus the tool schemas). Returns
-    ``(ratio, overhead)``: provider tokens per local token, within :data:`RATIO_BOUNDS`,
+    ``(ratio, overhead)``: provider tokens per local token, within :data:`RATIO_BOUNDS`
+    and never below :func:`least_scale`; counted with tiktoken, a ratio below 1 holds for
+    the messages the report described only, the ones after it keep their exact count (the
+    two blended by size),
     and a fixed number of tokens the local count cannot see (tool schemas the counter was
     not given, chat templates). ``None`` when there is no report or it cannot describe
     this list (see :func:`anchor_describes`).
@@ -1098,15 +1071,33 @@ def calibration(
         >>> round(ratio, 1), overhead
         (1.4, 0)
     """
-    found = _reported_and_local(messages, counter, tools)
+    anchor = _newest_anchor(messages)
+    if anchor is None:
+        return None
+    found = _reported_and_local(messages, counter, tools, anchor)
     if found is None:
         return None
     reported, local = found
     if reported < MIN_REPORTED_SHARE * local:
         return None
-    low, high = RATIO_BOUNDS
-    ratio = min(high, max(low, reported / local))
+    ratio = min(RATIO_BOUNDS[1], max(least_scale(counter), reported / local))
+    if ratio < EXACT_FLOOR and isinstance(counter, TiktokenCounter):
+        # The one rule: the ratio holds for the content the report described; what came
+        # after it (a new result, unlike the small messages the ratio may have been learned
+        # on) keeps its exact count. One scale for both: their blend by size.
+        after = _local(messages[anchor[0] + 1 :], counter)
+        ratio = (ratio * local + EXACT_FLOOR * after) / (local + after)
     return ratio, max(0, round(reported - ratio * local))
+
+
+def _newest_anchor(messages: Sequence[BaseMessage]) -> tuple[int, int, int] | None:
+    """The newest usage report made after the last compaction (:func:`_fresh_anchor`), from
+    the remembered facts of ``messages`` when there are any."""
+    facts = history_facts(messages)
+    if facts is not None:
+        return facts.anchor
+    boundary, stale_ids = newest_boundary(messages)
+    return _fresh_anchor(messages, boundary, stale_ids)
 
 
 def _reported_and_local(

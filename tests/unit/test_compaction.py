@@ -471,7 +471,8 @@ def compacted_then(turns: int, *, config: CompactionConfig, size: int) -> list[B
 
 def test_decide_limits_max_compactions_cooldown_and_thrash() -> None:
     base = CompactionConfig(context_window=1500, keep_last_n=2)
-    two_turns = compacted_then(2, config=base, size=800)  # over the trigger, still fits
+    # over the trigger, still fits ("w" * 240: 120 o200k tokens; 800 of them are 400)
+    two_turns = compacted_then(2, config=base, size=240)
     assert context_tokens(two_turns) >= base.trigger_tokens  # type: ignore[operator]
     assert decide(two_turns, config=base).action == "compact"
     stop = decide(two_turns, config=base.replace(max_compactions=1))

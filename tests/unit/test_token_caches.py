@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_compact import _estimate as estimate_module
 from langchain_compact import tokens as tokens_module
 from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.tokens import TiktokenCounter, approximate_tokens, context_tokens
@@ -111,8 +112,8 @@ def test_recounting_a_history_scans_only_new_messages(monkeypatch: pytest.Monkey
     for n in range(30):
         history.append(_tool_message(_big(f"r{n}", 5_000), n))
     first = approximate_tokens(history)
-    spy = _CountingRegex(tokens_module._WORD_RE)
-    monkeypatch.setattr(tokens_module, "_WORD_RE", spy)
+    spy = _CountingRegex(estimate_module._WORD_RE)
+    monkeypatch.setattr(estimate_module, "_WORD_RE", spy)
     assert approximate_tokens(history) == first
     assert spy.scanned == [], "re-counting an unchanged history must be served from the cache"
     new = _tool_message(_big("new", 7_000), 99)

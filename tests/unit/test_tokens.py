@@ -242,9 +242,9 @@ def test_approximate_tokens_on_chinese_seed(path: Path, o200k: tiktoken.Encoding
         f"count_tokens_approximately {core} ({err_core:.1%} off)"
     )
     print(report)
-    # One token per CJK character errs high on prose (o200k merges common pairs), never low:
-    # a call over the window is an error, a compaction a little early only a cost.
-    assert ref <= ours <= 1.35 * ref, report
+    # Never low (a call over the window is an error), and within 10% on prose (issue 28: at
+    # a token per character it ran 30 to 48% high and clearing started at half the window).
+    assert ref <= ours <= 1.10 * ref, report
     assert core < ref and err_core > 0.30, report  # chars/4 halves Chinese: calls overflow
 
 

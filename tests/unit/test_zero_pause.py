@@ -624,9 +624,9 @@ def test_the_next_turn_is_simulated_the_newest_result_read_by_then(
         name = "note" if i < 5 else "read"
         call = {"name": name, "args": {"i": i}, "id": f"c{i}"}
         history.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
-        # "y " is a token each: 222 a note (as 400 were at the old 3.6 characters a
+        # "y " is a token each: 212 a note (as 400 were at the old 3.6 characters a
         # token), so the history is past 0.6 of the window and under the trigger
-        text = "y " * 222 if i < 5 else " ".join(f"line{j} value={j * 7}" for j in range(250))
+        text = "y " * 212 if i < 5 else " ".join(f"line{j} value={j * 7}" for j in range(250))
         history.append(ToolMessage(text, tool_call_id=f"c{i}", name=name, id=f"r{i}"))
     decision = core.decide(history)
     newest = core.counter(history[-2:])
