@@ -110,8 +110,8 @@ from langchain_compact.summarizers import (
     focusing,
 )
 from langchain_compact.tokens import (
-    AnchorCheck,
     CONFIRM_MARGIN,
+    AnchorCheck,
     TiktokenCounter,
     TokenCounter,
     aload_tokenizers,

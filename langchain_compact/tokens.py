@@ -30,6 +30,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from langchain_compact._estimate import estimate, pieces
 from langchain_compact._images import (
     LARGEST,
     ImagePricing,
@@ -37,7 +38,6 @@ from langchain_compact._images import (
     is_image_block,
     pricing_for,
 )
-from langchain_compact._estimate import estimate, pieces
 from langchain_compact._placeholders import FACTS_MARK, MERGED_SUMMARY_HEADER
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._refed import is_stale_report
