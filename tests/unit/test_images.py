@@ -220,7 +220,9 @@ def test_invalid_tool_calls_are_counted_like_tool_calls() -> None:
     args_tokens = counter.count_text(args)
     assert args_tokens > 10_000
     assert counter([bad]) - counter([AIMessage("")]) >= args_tokens
-    assert approximate_tokens([bad]) - approximate_tokens([AIMessage("")]) >= args_tokens
+    # The estimate counts the arguments too (it gave 7 before); it is an estimate of JSON-escaped
+    # code, within a few percent of the exact count (a decision near the fit limit is confirmed).
+    assert approximate_tokens([bad]) - approximate_tokens([AIMessage("")]) >= 0.95 * args_tokens
     # The cache of a message by id tells invalid calls apart.
     same_id = [
         AIMessage("", id="a1"),
