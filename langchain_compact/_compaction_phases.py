@@ -82,6 +82,7 @@ from langchain_compact.microcompact import (
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import (
     ExtractiveSummarizer,
+    LLMSummarizer,
     Summarizer,
     dense_merge,
     fidelity_supplement,
@@ -176,6 +177,9 @@ class _Draft:
     header: str = ""
     supplement: str = ""
     used: str = ""
+    extractive: list[str] = field(default_factory=list)
+    """What the extractive summarizer wrote in place of the configured one
+    (:attr:`~langchain_compact.compaction.CompactionResult.extractive_parts`)."""
     errors: list[str] = field(default_factory=list)
     merged: int = 0
     span_tokens: int = 0
@@ -198,6 +202,19 @@ class _Draft:
     @property
     def config(self) -> CompactionConfig:
         return self.job.config
+
+    def note_extractive(self, part: str) -> None:
+        """Record that the extractive summarizer wrote ``part`` in place of the configured
+        summarizer (nothing to record when that is the extractive one)."""
+        if not isinstance(self.job.summarizer, ExtractiveSummarizer):
+            self.extractive.append(part)
+
+    def written_by(self) -> str:
+        """Who wrote the new summary (:attr:`CompactionResult.summary_written_by`)."""
+        summarizer = self.job.summarizer
+        if self.used.startswith("fallback:") or isinstance(summarizer, ExtractiveSummarizer):
+            return "extractive"
+        return "model" if isinstance(summarizer, LLMSummarizer) else type(summarizer).__name__
 
     @property
     def archive(self) -> TranscriptArchive | None:
@@ -461,6 +478,8 @@ def summarize_span(
             draft.config,
             draft.bound,
         )
+        if draft.used.startswith("fallback:"):
+            draft.note_extractive("summary")
     else:
         if draft.counter([HumanMessage(prepared_text)]) > draft.bound:
             # Written at the full bound, before the room at the trigger was known: calls,
@@ -484,6 +503,7 @@ def summarize_span(
             )
             text = f"{prepared_text}\n\nSince then:\n{more}"
             draft.used += f" + {more_used}"
+            draft.note_extractive("newer turns")
     draft.errors += errors
     # Facts the text dropped: up to the facts bound (half the configured summary bound,
     # more in a large window; not the bound the room squeezed), within the room up to
@@ -536,14 +556,18 @@ def merge_summaries(
     ready = draft.job.prepared_merge
     if ready is not None and ready[0] == tuple(message_key(m) for m in earlier):
         merged_text = ready[1]  # prepared beside the model call: no work at the trigger
+        draft.note_extractive("merged summaries")  # joined and condensed (premerge)
     else:
-        merged_text, _, merge_errors = yield from summarize_steps(
-            merger(summarizer, prepared=draft.used.endswith("(prepared)")),
+        merging = merger(summarizer, prepared=draft.used.endswith("(prepared)"))
+        merged_text, merge_used, merge_errors = yield from summarize_steps(
+            merging,
             earlier,
             config,
             min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2)),
         )
         draft.errors += merge_errors
+        if merging is not summarizer or merge_used.startswith("fallback:"):
+            draft.note_extractive("merged summaries")
         merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)
     merged_msg = summary_message(
         # counted as the header plus the text, which a prepared merge counted ahead
@@ -827,6 +851,8 @@ def finish(draft: _Draft, ref: str | None) -> CompactionResult:
         compacted=list(plan.span),
         removed_ids=[m.id for m in messages if m.id is not None and m.id not in kept],
         summarizer=draft.used,
+        summary_written_by=draft.written_by(),
+        extractive_parts=tuple(dict.fromkeys(draft.extractive)),
         merged=draft.merged,
         errors=tuple(draft.errors),
         reason="compacted",

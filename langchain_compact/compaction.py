@@ -463,6 +463,7 @@ def _steps(
         removed_ids=[m.id for m in messages if m.id is not None and m.id not in kept],
         merged=result.merged + second.merged,
         errors=(*result.errors, *second.errors),
+        extractive_parts=tuple(dict.fromkeys([*result.extractive_parts, *second.extractive_parts])),
         prepared=result.prepared,
     )
 

@@ -56,6 +56,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langchain_compact import (
     CompactionConfig,
     CompactionState,
+    ExtractiveSummarizer,
     JsonlArchive,
     StoreArchive,
     TranscriptArchive,
@@ -158,6 +159,7 @@ def build_agent(
         config=config or settings(model),
         archive=archive(),
         memory=memory(),
+        summarizer=ExtractiveSummarizer(),
     )
 
 
@@ -179,7 +181,7 @@ def build_user_graph(model: BaseChatModel | None = None) -> Any:
     builder.add_edge("tools", "agent")
     add_compaction(
         builder, config=settings(model), archive=store, model=model, tools=tools,
-        memory=memory(),
+        memory=memory(), summarizer=ExtractiveSummarizer()
     )  # fmt: skip
     return builder.compile()
 
