@@ -42,6 +42,7 @@ from langchain_compact._fingerprint import message_key
 from langchain_compact._ops import (
     Op,
     Outcome,
+    SummarizeOp,
     archive_and_tag,
     archive_originals,
     facts_bound,
@@ -84,6 +85,7 @@ from langchain_compact.summarizers import (
     ExtractiveSummarizer,
     LLMSummarizer,
     Summarizer,
+    check_summary_text,
     dense_merge,
     fidelity_supplement,
     merger,
@@ -101,7 +103,14 @@ from langchain_compact.tokens import (
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["Compaction", "compaction_steps", "expected_bound", "premerge", "slim_tail"]
+__all__ = [
+    "Compaction",
+    "compaction_steps",
+    "expected_bound",
+    "premerge",
+    "premerge_steps",
+    "slim_tail",
+]
 
 logger = logging.getLogger("langchain_compact")
 
@@ -147,6 +156,9 @@ class Compaction:
     prepared_merge: tuple[tuple[str, ...], str] | None = None
     """``(keys, text)``: the merge of the earlier summaries (their content keys) prepared
     with the summary (:func:`premerge`), used when a merge is due over those very ones."""
+    prepared_merge_by_model: bool = False
+    """Whether the summarizer wrote ``prepared_merge`` (:func:`premerge_steps`); ``False``:
+    joined and condensed without a model."""
     last_resort: bool = True
     """Whether the compaction may cut what nothing else can make room for: the earlier
     summaries condensed, the task cut, the unread results digested. ``False`` while a
@@ -556,7 +568,8 @@ def merge_summaries(
     ready = draft.job.prepared_merge
     if ready is not None and ready[0] == tuple(message_key(m) for m in earlier):
         merged_text = ready[1]  # prepared beside the model call: no work at the trigger
-        draft.note_extractive("merged summaries")  # joined and condensed (premerge)
+        if not draft.job.prepared_merge_by_model:
+            draft.note_extractive("merged summaries")  # joined and condensed (premerge)
     else:
         merging = merger(summarizer, prepared=draft.used.endswith("(prepared)"))
         merged_text, merge_used, merge_errors = yield from summarize_steps(
@@ -585,6 +598,42 @@ def merge_summaries(
     draft.merged = len(earlier)
 
 
+def _merge_due(
+    head: Sequence[BaseMessage], text: str, config: CompactionConfig, counter: TokenCounter
+) -> tuple[list[BaseMessage], int, int, int] | None:
+    """``(earlier summaries, merge bound, summarizer bound, summary budget)`` when a
+    compaction whose new summary is ``text`` will have to merge the earlier summaries in
+    ``head`` (their size and the new one's over the summary budget); ``None`` when no merge
+    will be due."""
+    earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
+    window = config.context_window
+    if not window or not earlier:
+        return None
+    budget = int(config.summary_budget_ratio * window)
+    body_tokens = counter([HumanMessage(text)]) + SUMMARY_HEADER_TOKENS
+    # The summary the trigger writes is this text plus its fidelity supplement (known only
+    # then): a merge that its supplement could make due is prepared too (unused if not).
+    if counter(earlier) + body_tokens + facts_bound(config) <= budget:
+        return None
+    merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
+    return earlier, merge_bound, min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2)), budget
+
+
+def _premerged(
+    earlier: list[BaseMessage], joined: str, merge_bound: int, budget: int, counter: TokenCounter
+) -> tuple[list[str], str]:
+    """The prepared merge of ``earlier`` from a summarizer's ``joined`` text: dense and
+    checked (:func:`dense_merge`), and counted ahead."""
+    merged = dense_merge(earlier, joined, merge_bound, soft_tokens=budget // 4)
+    # Counted here too, so the trigger counts only the merged summary's new header (a
+    # merged summary is counted as its header plus this text: ``tokens.parts_cut``).
+    approx_text(merged)
+    for each in (counter, precise_counter()):
+        if isinstance(each, TiktokenCounter):
+            each.count_text(merged)
+    return [message_key(m) for m in earlier], merged
+
+
 def premerge(
     head: Sequence[BaseMessage], text: str, config: CompactionConfig, counter: TokenCounter
 ) -> tuple[list[str], str]:
@@ -594,28 +643,42 @@ def premerge(
     summary budget), merged the way it would merge them after a prepared summary (joined and
     condensed, no model); ``([], "")`` when no merge will be due. Run beside the model call
     with the summary it prepares, so a merge costs the trigger nothing either."""
-    earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
-    window = config.context_window
-    if not window or not earlier:
+    due = _merge_due(head, text, config, counter)
+    if due is None:
         return [], ""
-    budget = int(config.summary_budget_ratio * window)
-    body_tokens = counter([HumanMessage(text)]) + SUMMARY_HEADER_TOKENS
-    # The summary the trigger writes is this text plus its fidelity supplement (known only
-    # then): a merge that its supplement could make due is prepared too (unused if not).
-    if counter(earlier) + body_tokens + facts_bound(config) <= budget:
-        return [], ""
-    merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
-    joined = merger(ExtractiveSummarizer(), prepared=True).summarize(
-        earlier, max_tokens=min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2))
-    )
-    merged = dense_merge(earlier, joined, merge_bound, soft_tokens=budget // 4)
-    # Counted here too, so the trigger counts only the merged summary's new header (a
-    # merged summary is counted as its header plus this text: ``tokens.parts_cut``).
-    approx_text(merged)
-    for each in (counter, precise_counter()):
-        if isinstance(each, TiktokenCounter):
-            each.count_text(merged)
-    return [message_key(m) for m in earlier], merged
+    earlier, merge_bound, bound, budget = due
+    joined = merger(ExtractiveSummarizer(), prepared=True).summarize(earlier, max_tokens=bound)
+    return _premerged(earlier, joined, merge_bound, budget, counter)
+
+
+def premerge_steps(
+    head: Sequence[BaseMessage],
+    text: str,
+    config: CompactionConfig,
+    counter: TokenCounter,
+    summarizer: Summarizer,
+) -> Generator[Op, Outcome, tuple[list[str], str, bool]]:
+    """:func:`premerge` written by ``summarizer`` (a model): ``(keys, merged text, whether
+    the summarizer wrote it)``. Run beside the model call with the summary it prepares, so
+    a model-written merge costs the trigger nothing. One attempt: a failure (or a local
+    summarizer) leaves the merge joined and condensed without a model, as before."""
+    due = _merge_due(head, text, config, counter)
+    if due is None:
+        return [], "", False
+    earlier, merge_bound, bound, budget = due
+    local = isinstance(summarizer, ExtractiveSummarizer) or getattr(summarizer, "_local", False)
+    if not local:
+        outcome = yield SummarizeOp(summarizer, earlier, bound, config.summarizer_timeout)
+        try:
+            if outcome.error is not None:
+                raise outcome.error
+            written = check_summary_text(outcome.value, bound)
+        except Exception as exc:
+            logger.info("preparing a merge with the summarizer failed (%s); joined instead", exc)
+        else:
+            return (*_premerged(earlier, written, merge_bound, budget, counter), True)
+    keys, merged = premerge(head, text, config, counter)
+    return keys, merged, False
 
 
 # --------------------------------------------------------------------------- 7. fit

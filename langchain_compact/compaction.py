@@ -415,6 +415,7 @@ def _steps(
             if prepared is not None and use.text is not None and prepared.merged
             else None
         ),
+        prepared_merge_by_model=prepared is not None and prepared.merged_by_model,
         # What the tail keeps beside the newest turn is summarised before anything else goes.
         last_resort=_newest_turn_alone(use.plan),
     )

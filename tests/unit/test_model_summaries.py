@@ -4,23 +4,43 @@ a failing model falls back to the extractive summarizer with the event saying so
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import Field, SkipValidation
 
 from langchain_compact import CompactionConfig, ConfigError, ExtractiveSummarizer
+from langchain_compact._compaction_phases import (
+    Compaction,
+    compaction_steps,
+    premerge,
+    premerge_steps,
+)
+from langchain_compact._compaction_plan import plan_compaction
+from langchain_compact._ops import drive
+from langchain_compact.compaction import compact_history
+from langchain_compact.core import compaction_report
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
-from langchain_compact.graph import add_compaction, create_compacting_agent
+from langchain_compact.graph import CompactionNodes, add_compaction, create_compacting_agent
 from langchain_compact.lcel import compact_messages
 from langchain_compact.markers import EVENT_KEY, KIND_SUMMARY, kind_of
 from langchain_compact.middleware import CompactionMiddleware
-from langchain_compact.summarizers import DEFAULT_SUMMARY_PROMPT
+from langchain_compact.summarizers import DEFAULT_SUMMARY_PROMPT, LLMSummarizer
+from langchain_compact.tokens import approximate_tokens
 
 WINDOW = 5000
 FULL = {"micro_exclude_tools": ("run_step",)}  # full compactions, not only clearing
@@ -204,3 +224,153 @@ def test_compact_messages_summary_model_and_explicit_summarizer() -> None:
 def test_summary_model_must_be_a_chat_model() -> None:
     with pytest.raises(ConfigError, match="summary_model must be a langchain chat model"):
         CompactionMiddleware(config=config(), summary_model="gpt-4o-mini")  # type: ignore[arg-type]
+
+
+# -- with preparing on: what the model did not write, the event names --------------------
+
+
+class FactKeeper(BaseChatModel):
+    """A summary model that keeps every ``RESULT`` line it is shown; counts its calls."""
+
+    calls: Annotated[list[int], SkipValidation()] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "fact-keeper"
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.calls.append(len(messages))
+        text = "\n".join(m.text for m in messages)
+        facts = dict.fromkeys(re.findall(r"RESULT step=\d+ value=\d+", text))
+        reply = AIMessage(f"- {MARK}\n" + "\n".join(f"- {fact}" for fact in facts))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def _steps(n: int, *, start: int = 0) -> list[BaseMessage]:
+    out: list[BaseMessage] = [HumanMessage("Task: run the steps and report.", id="task")]
+    for i in range(start, start + n):
+        call = {"name": "run_step", "args": {"step": i}, "id": f"c{i}"}
+        out.append(AIMessage("", tool_calls=[call], id=f"a{i}"))
+        out.append(
+            ToolMessage(
+                f"log ... RESULT step={i} value={100 + i}", tool_call_id=f"c{i}", id=f"r{i}"
+            )
+        )
+    return out
+
+
+def test_newer_turns_folded_into_a_prepared_summary_are_named_extractive() -> None:
+    model = FactKeeper()
+    config = CompactionConfig(context_window=WINDOW, keep_last_n=4)
+    history = _steps(12)
+    plan = plan_compaction(history, config)
+    assert plan is not None
+    prepared = "\n".join(f"- RESULT step={k} value={100 + k}" for k in range(5))
+    result = drive(
+        compaction_steps(
+            Compaction(
+                history,
+                plan,
+                config,
+                LLMSummarizer(model),
+                thread_id="t",
+                tokens_before=approximate_tokens(history),
+                prepared_text=prepared,
+                prepared_covers=10,  # steps 0-4; 5-9 are folded in at the trigger
+                prepared_note="used + key lines",
+            )
+        )
+    )
+    assert model.calls == []  # no model call at the trigger
+    assert result.summary_written_by == "model"
+    assert result.extractive_parts == ("newer turns",)
+    assert compaction_report(result)["extractive_parts"] == ["newer turns"]
+
+
+PREP_RUN: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 500}
+
+
+def _prepared_run(summary_model: BaseChatModel) -> list[dict[str, Any]]:
+    """80 turns through the graph's nodes with preparing on; the compaction reports."""
+    nodes = CompactionNodes(
+        config=CompactionConfig(context_window=4000, prepare=True, micro_exclude_tools=("f",)),
+        summarizer=LLMSummarizer(summary_model),
+    )
+    state: dict[str, Any] = {"messages": [HumanMessage("Report every value.", id="task")]}
+
+    def apply(update: dict[str, Any]) -> None:
+        for key, value in update.items():
+            state[key] = add_messages(state["messages"], value) if key == "messages" else value
+
+    reports = []
+    for t in range(80):
+        call = {"name": "f", "args": {"step": t}, "id": f"c{t}"}
+        text = f"RESULT step={t} value={100_000 + 7 * t}\n" + "log line alpha beta\n" * 40
+        apply({"messages": [AIMessage("", tool_calls=[call], id=f"a{t}")]})
+        apply({"messages": [ToolMessage(text, tool_call_id=f"c{t}", name="f", id=f"r{t}")]})
+        apply(nodes.micro(state, PREP_RUN))
+        route = nodes.route(state)
+        if isinstance(route, list):  # beside the model call
+            apply(nodes.prepare(state, PREP_RUN))
+            route = "continue"
+        if route == "compact":
+            apply(nodes.summarize(state, PREP_RUN))
+            reports.append(state["last_compaction"])
+    return reports
+
+
+def test_merges_prepared_with_preparing_on_are_written_by_the_model() -> None:
+    model = FactKeeper()
+    reports = _prepared_run(model)
+    merges = [r for r in reports if r["prepared"].startswith("used") and r["merged_summaries"]]
+    assert merges, "the run merged summaries after prepared ones"
+    for report in merges:
+        assert report["summary_written_by"] == "model"
+        assert "merged summaries" not in report["extractive_parts"], report
+
+
+class Refuses(FactKeeper):
+    """A summary model that is down."""
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.calls.append(len(messages))
+        raise RuntimeError("the summary model is down")
+
+
+def test_a_merge_the_model_cannot_prepare_is_joined_and_the_event_names_it() -> None:
+    config = CompactionConfig(context_window=1200, keep_last_n=2)
+    history = _steps(4)
+    for k in range(1, 3):  # two compactions: two summaries in the head
+        history = compact_history(
+            history, summarizer=ExtractiveSummarizer(), config=config
+        ).messages
+        history += _steps(4, start=4 * k)[1:]
+    plan = plan_compaction(history, config)
+    assert plan is not None
+    config = config.replace(summary_budget_ratio=0.05)  # the summaries are over it already
+    text = "worked on: steps 8-11"
+    written, down = FactKeeper(), Refuses()
+    ok = drive(premerge_steps(plan.head, text, config, approximate_tokens, LLMSummarizer(written)))
+    bad = drive(premerge_steps(plan.head, text, config, approximate_tokens, LLMSummarizer(down)))
+    assert written.calls and down.calls
+    assert ok[2] is True and ok[1]
+    assert bad[2] is False and bad[:2] == tuple(
+        premerge(plan.head, text, config, approximate_tokens)
+    )
+    for (ids, merged, by_model), parts in ((ok, ()), (bad, ("merged summaries",))):
+        result = drive(
+            compaction_steps(
+                Compaction(
+                    history,
+                    plan,
+                    config,
+                    LLMSummarizer(FactKeeper()),
+                    prepared_text=text,
+                    prepared_covers=len(plan.span),
+                    prepared_merge=(tuple(ids), merged),
+                    prepared_merge_by_model=by_model,
+                )
+            )
+        )
+        assert result.merged == 2
+        assert result.extractive_parts == parts
