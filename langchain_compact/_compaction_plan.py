@@ -91,7 +91,8 @@ class CompactionResult:
     """What the model reads as a summary that the extractive summarizer wrote although
     another summarizer is configured: ``"summary"`` (the summarizer failed: the fallback),
     ``"newer turns"`` (the turns since a prepared summary, folded in as key lines) and
-    ``"merged summaries"`` (earlier summaries joined and condensed without a model). Empty
+    ``"merged summaries"`` (earlier summaries joined and condensed without a model: the
+    model failed to prepare their merge, or the merge due was not the one prepared). Empty
     when the configured summarizer wrote everything, or is the extractive one."""
     prepared: str = ""
     """How a summary prepared before the trigger was used (``"used"``, ``"used, N newer
