@@ -660,14 +660,17 @@ def premerge_steps(
 ) -> Generator[Op, Outcome, tuple[list[str], str, bool]]:
     """:func:`premerge` written by ``summarizer`` (a model): ``(keys, merged text, whether
     the summarizer wrote it)``. Run beside the model call with the summary it prepares, so
-    a model-written merge costs the trigger nothing. One attempt: a failure (or a local
-    summarizer) leaves the merge joined and condensed without a model, as before."""
+    a model-written merge costs the trigger nothing. The model is called only when the merge
+    is due on this summary alone; one that only the trigger's fidelity supplement could make
+    due (it may never come) is joined and condensed without a model, as a local summarizer's
+    and a failed call's are. One attempt: a failure leaves the joined merge."""
     due = _merge_due(head, text, config, counter)
     if due is None:
         return [], "", False
     earlier, merge_bound, bound, budget = due
     local = isinstance(summarizer, ExtractiveSummarizer) or getattr(summarizer, "_local", False)
-    if not local:
+    body_tokens = counter([HumanMessage(text)]) + SUMMARY_HEADER_TOKENS
+    if not local and counter(earlier) + body_tokens > budget:  # due without the supplement
         outcome = yield SummarizeOp(summarizer, earlier, bound, config.summarizer_timeout)
         try:
             if outcome.error is not None:
