@@ -36,7 +36,13 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
 from pydantic import Field
 
-from langchain_compact import CompactionConfig, JsonlArchive, create_compacting_agent, tokens
+from langchain_compact import (
+    CompactionConfig,
+    ExtractiveSummarizer,
+    JsonlArchive,
+    create_compacting_agent,
+    tokens,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "memory.json"
 _WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota")
@@ -112,6 +118,7 @@ def run(*, turns: int, result_kb: int, every: int) -> dict[str, Any]:
         [fetch],
         config=CompactionConfig(context_window=6_000),
         archive=JsonlArchive(folder),
+        summarizer=ExtractiveSummarizer(),
     )
     final: dict[str, Any] = {}
     for state in graph.stream(

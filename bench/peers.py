@@ -96,7 +96,7 @@ from langchain_compact.graph.nodes import CompactionNodes
 from langchain_compact.lcel import compact_messages
 from langchain_compact.markers import newest_boundary
 from langchain_compact.summarizers import DEFAULT_SUMMARY_PROMPT as OUR_SUMMARY_PROMPT
-from langchain_compact.summarizers import LLMSummarizer
+from langchain_compact.summarizers import ExtractiveSummarizer, LLMSummarizer
 
 SYSTEMS = (
     "ours",
@@ -874,7 +874,8 @@ def dependent_agent(
     package documents: ``create_compacting_agent`` (ours), ``create_agent`` with the
     middleware (langchain), langmem's node before the model, a model node that trims or runs
     ``compact_messages`` on the history (trim_messages, ours_lcel). ``ours_default`` is
-    ``create_compacting_agent`` with its default (extractive) summarizer."""
+    ``create_compacting_agent`` with the extractive summarizer (passed explicitly: with a
+    model the default is now an LLM summarizer over it)."""
     config = CompactionConfig(
         context_window=budget.window,
         trigger_ratio=budget.trigger_ratio,
@@ -887,7 +888,7 @@ def dependent_agent(
             model,
             tools,
             config=config,
-            summarizer=LLMSummarizer(summary_model) if name == "ours" else None,
+            summarizer=(LLMSummarizer(summary_model) if name == "ours" else ExtractiveSummarizer()),
             archive=None,
             recall_tool=False,
         )

@@ -27,6 +27,7 @@ from pydantic import Field, SkipValidation
 
 from bench import harm, peers, workloads
 from bench.metrics import TruthCounter
+from langchain_compact import ExtractiveSummarizer
 
 SCENARIO_TURNS = 12
 SCENARIO_RESULT_TOKENS = 3_100
@@ -131,7 +132,14 @@ def _scenario_agent(name: str, model: Any, tools: list[BaseTool], truth: TruthCo
     budget = peers.Budget(SCENARIO_WINDOW)
     config = CompactionConfig(context_window=SCENARIO_WINDOW)
     if name == "ours_graph":
-        return create_compacting_agent(model, tools, config=config, archive=None, recall_tool=False)
+        return create_compacting_agent(
+            model,
+            tools,
+            config=config,
+            archive=None,
+            recall_tool=False,
+            summarizer=ExtractiveSummarizer(),
+        )
     if name == "ours_middleware":
         return create_agent(
             model, tools, middleware=[CompactionMiddleware(config=config, archive=None)]

@@ -42,6 +42,7 @@ from langchain_compact._fingerprint import message_key
 from langchain_compact._ops import (
     Op,
     Outcome,
+    SummarizeOp,
     archive_and_tag,
     archive_originals,
     facts_bound,
@@ -82,7 +83,9 @@ from langchain_compact.microcompact import (
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import (
     ExtractiveSummarizer,
+    LLMSummarizer,
     Summarizer,
+    check_summary_text,
     dense_merge,
     fidelity_supplement,
     merger,
@@ -101,7 +104,14 @@ from langchain_compact.tokens import (
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
-__all__ = ["Compaction", "compaction_steps", "expected_bound", "premerge", "slim_tail"]
+__all__ = [
+    "Compaction",
+    "compaction_steps",
+    "expected_bound",
+    "premerge",
+    "premerge_steps",
+    "slim_tail",
+]
 
 logger = logging.getLogger("langchain_compact")
 
@@ -147,6 +157,9 @@ class Compaction:
     prepared_merge: tuple[tuple[str, ...], str] | None = None
     """``(keys, text)``: the merge of the earlier summaries (their content keys) prepared
     with the summary (:func:`premerge`), used when a merge is due over those very ones."""
+    prepared_merge_by_model: bool = False
+    """Whether the summarizer wrote ``prepared_merge`` (:func:`premerge_steps`); ``False``:
+    joined and condensed without a model."""
     last_resort: bool = True
     """Whether the compaction may cut what nothing else can make room for: the earlier
     summaries condensed, the task cut, the unread results digested. ``False`` while a
@@ -177,6 +190,9 @@ class _Draft:
     header: str = ""
     supplement: str = ""
     used: str = ""
+    extractive: list[str] = field(default_factory=list)
+    """What the extractive summarizer wrote in place of the configured one
+    (:attr:`~langchain_compact.compaction.CompactionResult.extractive_parts`)."""
     errors: list[str] = field(default_factory=list)
     merged: int = 0
     span_tokens: int = 0
@@ -199,6 +215,19 @@ class _Draft:
     @property
     def config(self) -> CompactionConfig:
         return self.job.config
+
+    def note_extractive(self, part: str) -> None:
+        """Record that the extractive summarizer wrote ``part`` in place of the configured
+        summarizer (nothing to record when that is the extractive one)."""
+        if not isinstance(self.job.summarizer, ExtractiveSummarizer):
+            self.extractive.append(part)
+
+    def written_by(self) -> str:
+        """Who wrote the new summary (:attr:`CompactionResult.summary_written_by`)."""
+        summarizer = self.job.summarizer
+        if self.used.startswith("fallback:") or isinstance(summarizer, ExtractiveSummarizer):
+            return "extractive"
+        return "model" if isinstance(summarizer, LLMSummarizer) else type(summarizer).__name__
 
     @property
     def archive(self) -> TranscriptArchive | None:
@@ -463,6 +492,8 @@ def summarize_span(
             draft.config,
             draft.bound,
         )
+        if draft.used.startswith("fallback:"):
+            draft.note_extractive("summary")
     else:
         if draft.counter([HumanMessage(prepared_text)]) > draft.bound:
             # Written at the full bound, before the room at the trigger was known: calls,
@@ -486,6 +517,7 @@ def summarize_span(
             )
             text = f"{prepared_text}\n\nSince then:\n{more}"
             draft.used += f" + {more_used}"
+            draft.note_extractive("newer turns")
     draft.errors += errors
     # Facts the text dropped: up to the facts bound (half the configured summary bound,
     # more in a large window; not the bound the room squeezed), within the room up to
@@ -538,14 +570,19 @@ def merge_summaries(
     ready = draft.job.prepared_merge
     if ready is not None and ready[0] == tuple(message_key(m) for m in earlier):
         merged_text = ready[1]  # prepared beside the model call: no work at the trigger
+        if not draft.job.prepared_merge_by_model:
+            draft.note_extractive("merged summaries")  # joined and condensed (premerge)
     else:
-        merged_text, _, merge_errors = yield from summarize_steps(
-            merger(summarizer, prepared=draft.used.endswith("(prepared)")),
+        merging = merger(summarizer, prepared=draft.used.endswith("(prepared)"))
+        merged_text, merge_used, merge_errors = yield from summarize_steps(
+            merging,
             earlier,
             config,
             min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2)),
         )
         draft.errors += merge_errors
+        if merging is not summarizer or merge_used.startswith("fallback:"):
+            draft.note_extractive("merged summaries")
         merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)
     merged_msg = summary_message(
         # counted as the header plus the text, which a prepared merge counted ahead
@@ -563,6 +600,42 @@ def merge_summaries(
     draft.merged = len(earlier)
 
 
+def _merge_due(
+    head: Sequence[BaseMessage], text: str, config: CompactionConfig, counter: TokenCounter
+) -> tuple[list[BaseMessage], int, int, int] | None:
+    """``(earlier summaries, merge bound, summarizer bound, summary budget)`` when a
+    compaction whose new summary is ``text`` will have to merge the earlier summaries in
+    ``head`` (their size and the new one's over the summary budget); ``None`` when no merge
+    will be due."""
+    earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
+    window = config.context_window
+    if not window or not earlier:
+        return None
+    budget = int(config.summary_budget_ratio * window)
+    body_tokens = counter([HumanMessage(text)]) + SUMMARY_HEADER_TOKENS
+    # The summary the trigger writes is this text plus its fidelity supplement (known only
+    # then): a merge that its supplement could make due is prepared too (unused if not).
+    if counter(earlier) + body_tokens + facts_bound(config) <= budget:
+        return None
+    merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
+    return earlier, merge_bound, min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2)), budget
+
+
+def _premerged(
+    earlier: list[BaseMessage], joined: str, merge_bound: int, budget: int, counter: TokenCounter
+) -> tuple[list[str], str]:
+    """The prepared merge of ``earlier`` from a summarizer's ``joined`` text: dense and
+    checked (:func:`dense_merge`), and counted ahead."""
+    merged = dense_merge(earlier, joined, merge_bound, soft_tokens=budget // 4)
+    # Counted here too, so the trigger counts only the merged summary's new header (a
+    # merged summary is counted as its header plus this text: ``tokens.parts_cut``).
+    approx_text(merged)
+    for each in (counter, precise_counter()):
+        if isinstance(each, TiktokenCounter):
+            each.count_text(merged)
+    return [message_key(m) for m in earlier], merged
+
+
 def premerge(
     head: Sequence[BaseMessage], text: str, config: CompactionConfig, counter: TokenCounter
 ) -> tuple[list[str], str]:
@@ -572,28 +645,45 @@ def premerge(
     summary budget), merged the way it would merge them after a prepared summary (joined and
     condensed, no model); ``([], "")`` when no merge will be due. Run beside the model call
     with the summary it prepares, so a merge costs the trigger nothing either."""
-    earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
-    window = config.context_window
-    if not window or not earlier:
+    due = _merge_due(head, text, config, counter)
+    if due is None:
         return [], ""
-    budget = int(config.summary_budget_ratio * window)
+    earlier, merge_bound, bound, budget = due
+    joined = merger(ExtractiveSummarizer(), prepared=True).summarize(earlier, max_tokens=bound)
+    return _premerged(earlier, joined, merge_bound, budget, counter)
+
+
+def premerge_steps(
+    head: Sequence[BaseMessage],
+    text: str,
+    config: CompactionConfig,
+    counter: TokenCounter,
+    summarizer: Summarizer,
+) -> Generator[Op, Outcome, tuple[list[str], str, bool]]:
+    """:func:`premerge` written by ``summarizer`` (a model): ``(keys, merged text, whether
+    the summarizer wrote it)``. Run beside the model call with the summary it prepares, so
+    a model-written merge costs the trigger nothing. The model is called only when the merge
+    is due on this summary alone; one that only the trigger's fidelity supplement could make
+    due (it may never come) is joined and condensed without a model, as a local summarizer's
+    and a failed call's are. One attempt: a failure leaves the joined merge."""
+    due = _merge_due(head, text, config, counter)
+    if due is None:
+        return [], "", False
+    earlier, merge_bound, bound, budget = due
+    local = isinstance(summarizer, ExtractiveSummarizer) or getattr(summarizer, "_local", False)
     body_tokens = counter([HumanMessage(text)]) + SUMMARY_HEADER_TOKENS
-    # The summary the trigger writes is this text plus its fidelity supplement (known only
-    # then): a merge that its supplement could make due is prepared too (unused if not).
-    if counter(earlier) + body_tokens + facts_bound(config) <= budget:
-        return [], ""
-    merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
-    joined = merger(ExtractiveSummarizer(), prepared=True).summarize(
-        earlier, max_tokens=min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2))
-    )
-    merged = dense_merge(earlier, joined, merge_bound, soft_tokens=budget // 4)
-    # Counted here too, so the trigger counts only the merged summary's new header (a
-    # merged summary is counted as its header plus this text: ``tokens.parts_cut``).
-    approx_text(merged)
-    for each in (counter, precise_counter()):
-        if isinstance(each, TiktokenCounter):
-            each.count_text(merged)
-    return [message_key(m) for m in earlier], merged
+    if not local and counter(earlier) + body_tokens > budget:  # due without the supplement
+        outcome = yield SummarizeOp(summarizer, earlier, bound, config.summarizer_timeout)
+        try:
+            if outcome.error is not None:
+                raise outcome.error
+            written = check_summary_text(outcome.value, bound)
+        except Exception as exc:
+            logger.info("preparing a merge with the summarizer failed (%s); joined instead", exc)
+        else:
+            return (*_premerged(earlier, written, merge_bound, budget, counter), True)
+    keys, merged = premerge(head, text, config, counter)
+    return keys, merged, False
 
 
 # --------------------------------------------------------------------------- 7. fit
@@ -833,6 +923,8 @@ def finish(draft: _Draft, ref: str | None) -> CompactionResult:
         compacted=list(plan.span),
         removed_ids=[m.id for m in messages if m.id is not None and m.id not in kept],
         summarizer=draft.used,
+        summary_written_by=draft.written_by(),
+        extractive_parts=tuple(dict.fromkeys(draft.extractive)),
         merged=draft.merged,
         errors=tuple(draft.errors),
         reason="compacted",

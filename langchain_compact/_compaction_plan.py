@@ -82,6 +82,18 @@ class CompactionResult:
     errors: tuple[str, ...] = ()
     """Summarizer failures that were recovered from."""
     reason: str = ""
+    summary_written_by: str = ""
+    """Who wrote the new summary: ``"model"`` (an
+    :class:`~langchain_compact.summarizers.LLMSummarizer`), ``"extractive"`` (the
+    extractive summarizer, chosen or as the fallback after a failure), or a custom
+    summarizer's class name; empty when nothing was compacted."""
+    extractive_parts: tuple[str, ...] = ()
+    """What the model reads as a summary that the extractive summarizer wrote although
+    another summarizer is configured: ``"summary"`` (the summarizer failed: the fallback),
+    ``"newer turns"`` (the turns since a prepared summary, folded in as key lines) and
+    ``"merged summaries"`` (earlier summaries joined and condensed without a model: the
+    model failed to prepare their merge, or the merge due was not the one prepared). Empty
+    when the configured summarizer wrote everything, or is the extractive one."""
     prepared: str = ""
     """How a summary prepared before the trigger was used (``"used"``, ``"used, N newer
     messages kept"``, ``"used + incremental summary of N"``) or why it was discarded

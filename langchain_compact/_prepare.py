@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_compact._compaction_phases import expected_bound, premerge
+from langchain_compact._compaction_phases import expected_bound, premerge_steps
 from langchain_compact._compaction_plan import (
     Plan,
     plan_compaction,
@@ -169,6 +169,8 @@ class Prepared:
     compaction with this summary will be due to make
     (:func:`~langchain_compact._compaction_phases.premerge`; empty: none)."""
     merged_ids: list[str] = field(default_factory=list)
+    merged_by_model: bool = False
+    """Whether the summarizer wrote ``merged`` (else it was joined and condensed locally)."""
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict, for graph state and checkpoints."""
@@ -264,9 +266,17 @@ def prepare_steps(
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
         return Prepared(**{**record.as_dict(), "failed": reason, "errors": [reason]})
-    merged_ids, merged = premerge(plan.head, text, config, counter)
+    merged_ids, merged, by_model = yield from premerge_steps(
+        plan.head, text, config, counter, summarizer
+    )
     return Prepared(
-        **{**record.as_dict(), "text": text, "merged": merged, "merged_ids": merged_ids}
+        **{
+            **record.as_dict(),
+            "text": text,
+            "merged": merged,
+            "merged_ids": merged_ids,
+            "merged_by_model": by_model,
+        }
     )
 
 

@@ -415,6 +415,7 @@ def _steps(
             if prepared is not None and use.text is not None and prepared.merged
             else None
         ),
+        prepared_merge_by_model=prepared is not None and prepared.merged_by_model,
         # What the tail keeps beside the newest turn is summarised before anything else goes.
         last_resort=_newest_turn_alone(use.plan),
     )
@@ -463,6 +464,7 @@ def _steps(
         removed_ids=[m.id for m in messages if m.id is not None and m.id not in kept],
         merged=result.merged + second.merged,
         errors=(*result.errors, *second.errors),
+        extractive_parts=tuple(dict.fromkeys([*result.extractive_parts, *second.extractive_parts])),
         prepared=result.prepared,
     )
 

@@ -246,6 +246,8 @@ def compaction_report(result: CompactionResult) -> dict[str, Any]:
         "tokens_after": result.tokens_after,
         "archive_ref": result.archive_ref,
         "summarizer": result.summarizer,
+        "summary_written_by": result.summary_written_by,
+        "extractive_parts": list(result.extractive_parts),
         "compacted_messages": len(result.compacted),
         "merged_summaries": result.merged,
         "errors": list(result.errors),

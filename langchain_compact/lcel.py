@@ -49,7 +49,7 @@ from langchain_compact.errors import (
 )
 from langchain_compact.history import last_boundary_index, tool_calls_of
 from langchain_compact.markers import with_meta
-from langchain_compact.summarizers import Summarizer
+from langchain_compact.summarizers import Summarizer, resolve_summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
 if TYPE_CHECKING:
@@ -138,6 +138,7 @@ class MessageCompactor:
         max_memo: int = 256,
         on_overflow: Literal["raise", "pass"] = "raise",
         store: BaseStore | None = None,
+        summary_model: BaseChatModel | None = None,
     ) -> None:
         if store is not None and not isinstance(store, BaseStore):
             raise ConfigError(f"store must be a langgraph BaseStore, got {type(store).__name__}.")
@@ -156,7 +157,7 @@ class MessageCompactor:
         # is called with: a usage report anchors only when it can describe the list at hand.
         self.core = Compactor(
             config=resolve_context_window(config or CompactionConfig(), model),
-            summarizer=summarizer,
+            summarizer=resolve_summarizer(summarizer, model, summary_model),
             archive=archive,
             counter=counter,
             tools=tools,
@@ -593,6 +594,7 @@ def compact_messages(
     tools: Sequence[Any] | None = None,
     max_memo: int = 256,
     on_overflow: Literal["raise", "pass"] = "raise",
+    summary_model: BaseChatModel | None = None,
     **unknown: Any,
 ) -> list[BaseMessage] | Runnable[Any, list[BaseMessage]]:
     """Compact a message list, or build a Runnable that does, for LCEL chains.
@@ -604,12 +606,17 @@ def compact_messages(
     Args:
         messages: The history to compact now; ``None``: return a Runnable instead.
         config: Settings; ``context_window`` defaults to ``model``'s profile.
-        summarizer: Defaults to the extractive summarizer (offline, deterministic).
+        summarizer: Wins when given. Otherwise, with ``model`` (or ``summary_model``), an
+            :class:`~langchain_compact.summarizers.LLMSummarizer` over that model (one model
+            call per compaction, prepared in the background past the prepare point);
+            without a model, the extractive summarizer (offline, deterministic), which is
+            also the fallback when the model fails.
         archive: Where removed originals go; by default JSONL files under
             ``config.archive_dir`` (``.memory``, or ``$LANGCHAIN_COMPACT_ARCHIVE_DIR``;
             :class:`~langchain_compact.archive.DefaultArchive`). ``None``: nothing archived.
         thread_id: The archive's thread when the run's config names none.
-        model: The chat model, only to read its context window from its profile.
+        model: The chat model: its profile gives the context window, and it writes the
+            summaries unless ``summary_model`` or ``summarizer`` is given.
         counter: Local token counter for messages after the newest usage report.
         tools: The tools bound to the model (their schemas count toward the context).
         max_memo: Compactions the Runnable remembers (a growing history is summarised
@@ -619,6 +626,7 @@ def compact_messages(
             stopped): ``"raise"`` (default) raises
             :class:`~langchain_compact.errors.ContextOverflowError`; ``"pass"`` logs a
             warning and passes the history on.
+        summary_model: The chat model that writes the summaries instead of ``model``.
 
     Example:
         >>> from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
@@ -638,6 +646,7 @@ def compact_messages(
         tools=tools,
         max_memo=max_memo,
         on_overflow=on_overflow,
+        summary_model=summary_model,
     )
     if messages is None:
         return compactor.as_runnable()

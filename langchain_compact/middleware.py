@@ -51,7 +51,7 @@ from langchain_compact._prepare import Prepared
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import CompactionKeys, Compactor, Turn, thread_id_of
 from langchain_compact.errors import ContextOverflowError, is_provider_overflow
-from langchain_compact.summarizers import Summarizer
+from langchain_compact.summarizers import Summarizer, resolve_summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
 if TYPE_CHECKING:
@@ -101,18 +101,24 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
 
     Args:
         config: Settings; ``context_window`` defaults to ``model.profile["max_input_tokens"]``.
-        summarizer: Defaults to :class:`~langchain_compact.summarizers.ExtractiveSummarizer`
-            (offline, deterministic); an LLM summarizer falls back to it on failure.
+        summarizer: Wins when given. Otherwise, with ``model`` (or ``summary_model``), an
+            :class:`~langchain_compact.summarizers.LLMSummarizer` over that model: one
+            model call per compaction, prepared beside the agent's call; without a model,
+            :class:`~langchain_compact.summarizers.ExtractiveSummarizer` (offline,
+            deterministic), which is also the fallback when the model fails.
         archive: Where cleared and compacted originals go before they are replaced; the
             thread is the run's ``configurable.thread_id``. By default the agent's store
             (``create_agent(store=...)``) when it has one, else JSONL files under
             ``config.archive_dir`` (:class:`~langchain_compact.archive.DefaultArchive`);
             ``None``: nothing is archived.
-        model: The agent's chat model, only to read its context window from its profile.
+        model: The agent's chat model: its profile gives the context window, and it writes
+            the summaries unless ``summary_model`` or ``summarizer`` is given.
         counter: Local token counter for messages after the newest usage report.
         tools: The agent's tools (their schemas count while no usage report exists yet).
         memory: Also keep the pinned task and newest summary in a store (per user or
             project) after each compaction; see :mod:`langchain_compact.memory`.
+        summary_model: The chat model that writes the summaries instead of ``model``
+            (e.g. a cheaper one).
 
     Raises:
         ConfigError: when neither ``config`` nor ``model``'s profile gives a context window.
@@ -144,11 +150,12 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         counter: TokenCounter = approximate_tokens,
         tools: Sequence[Any] | None = None,
         memory: CompactionMemory | None = None,
+        summary_model: BaseChatModel | None = None,
     ) -> None:
         super().__init__()
         self._core = Compactor(
             config=resolve_context_window(config or CompactionConfig(), model),
-            summarizer=summarizer,
+            summarizer=resolve_summarizer(summarizer, model, summary_model),
             archive=archive,
             counter=counter,
             tools=tools,

@@ -43,7 +43,7 @@ from langchain_compact._render import (
 )
 from langchain_compact.budget import OBSERVATION_CHARS
 from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
-from langchain_compact.errors import SummarizerError
+from langchain_compact.errors import ConfigError, SummarizerError
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of
 from langchain_compact.tokens import approximate_tokens
 
@@ -58,6 +58,7 @@ __all__ = [
     "fidelity_supplement",
     "merger",
     "over_bound",
+    "resolve_summarizer",
 ]
 
 SUMMARIZER_TAG = "langchain_compact:summarizer"
@@ -271,6 +272,38 @@ class LLMSummarizer:
         bound = max_tokens or self.max_tokens
         reply = await self._runnable(bound).ainvoke(self._request(messages, bound), self._config())
         return self._check(reply, bound)
+
+
+def resolve_summarizer(
+    summarizer: Summarizer | None,
+    model: Any = None,
+    summary_model: Any = None,
+) -> Summarizer | None:
+    """The summarizer an integration runs: ``summarizer`` when one is given (it always
+    wins), else an :class:`LLMSummarizer` over ``summary_model`` (e.g. a cheaper model) or
+    over the integration's chat ``model``; ``None`` (the compactor's extractive default)
+    when neither is a chat model.
+
+    Example:
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> type(resolve_summarizer(None, FakeListChatModel(responses=["s"]))).__name__
+        'LLMSummarizer'
+        >>> resolve_summarizer(None, None) is None
+        True
+    """
+    if summarizer is not None:
+        return summarizer
+    if summary_model is not None:
+        if not isinstance(summary_model, BaseChatModel):
+            raise ConfigError(
+                f"summary_model must be a langchain chat model, got "
+                f"{type(summary_model).__name__}; pass e.g. "
+                "init_chat_model('openai:gpt-4o-mini'), or summarizer=... for another kind."
+            )
+        return LLMSummarizer(summary_model)
+    if isinstance(model, BaseChatModel):
+        return LLMSummarizer(model)
+    return None
 
 
 _OUTCOMES: dict[tuple[int, int], tuple[list[str], list[str]]] = {}

@@ -10,7 +10,12 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.store.base import BaseStore
 
-from langchain_compact import CompactionConfig, StoreArchive, create_compacting_agent
+from langchain_compact import (
+    CompactionConfig,
+    ExtractiveSummarizer,
+    StoreArchive,
+    create_compacting_agent,
+)
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
 from langchain_compact.memory import (
     CompactionMemory,
@@ -44,6 +49,7 @@ def build(store: BaseStore, checkpointer: BaseCheckpointSaver[Any]) -> tuple[Any
         checkpointer=checkpointer,
         store=store,
         memory=memory,
+        summarizer=ExtractiveSummarizer(),
     )
     return agent, memory
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from langchain_compact import ExtractiveSummarizer
 from tests.test_readme import python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -320,7 +321,9 @@ def test_the_archive_defaults_the_readme_states_are_the_codes(
 
     assert inspect.signature(CompactionMiddleware).parameters["archive"].default == "default"
     task = DependentTask(steps=12)
-    agent = create_compacting_agent(ContextReadingPolicy(), task.tools(), config=config)
+    agent = create_compacting_agent(
+        ContextReadingPolicy(), task.tools(), config=config, summarizer=ExtractiveSummarizer()
+    )
     run = {"configurable": {"thread_id": "t"}, "recursion_limit": 100}
     agent.invoke({"messages": [("user", task.prompt())]}, run)
     assert any((tmp_path / ".memory").rglob("*.jsonl"))

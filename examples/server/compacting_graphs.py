@@ -56,6 +56,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langchain_compact import (
     CompactionConfig,
     CompactionState,
+    ExtractiveSummarizer,
     JsonlArchive,
     StoreArchive,
     TranscriptArchive,
@@ -131,6 +132,13 @@ def settings(model: BaseChatModel | None) -> CompactionConfig:
     return CompactionConfig(context_window=window, max_compactions=_env_int("LC_MAX_COMPACTIONS"))
 
 
+def summarizer(model: BaseChatModel | None) -> ExtractiveSummarizer | None:
+    """``None`` for a real model (it writes the summaries, the integrations' default); the
+    extractive summarizer for the scripted demo model, which cannot write one."""
+    scripted = model is None or isinstance(model, ContextReadingPolicy)
+    return ExtractiveSummarizer() if scripted else None
+
+
 def memory() -> CompactionMemory:
     """Memory across threads in the server's store (a run without a user, on a server without
     auth, uses the local namespace)."""
@@ -158,6 +166,7 @@ def build_agent(
         config=config or settings(model),
         archive=archive(),
         memory=memory(),
+        summarizer=summarizer(model),
     )
 
 
@@ -179,7 +188,7 @@ def build_user_graph(model: BaseChatModel | None = None) -> Any:
     builder.add_edge("tools", "agent")
     add_compaction(
         builder, config=settings(model), archive=store, model=model, tools=tools,
-        memory=memory(),
+        memory=memory(), summarizer=summarizer(model),
     )  # fmt: skip
     return builder.compile()
 

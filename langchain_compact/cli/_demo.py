@@ -275,7 +275,7 @@ def run_demo(
 
     from langchain_compact.archive import JsonlArchive
     from langchain_compact.graph import create_compacting_agent
-    from langchain_compact.summarizers import LLMSummarizer
+    from langchain_compact.summarizers import ExtractiveSummarizer, LLMSummarizer
 
     started = time.perf_counter()
     model, model_label, real = _model(options)
@@ -308,7 +308,7 @@ def run_demo(
                 model,
                 tools,
                 config=config,
-                summarizer=LLMSummarizer(model) if real else None,
+                summarizer=LLMSummarizer(model) if real else ExtractiveSummarizer(),
                 archive=JsonlArchive(archive_dir),
                 system_prompt=system_prompt,
                 checkpointer=saver,

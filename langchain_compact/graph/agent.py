@@ -17,7 +17,7 @@ from langchain_compact.core import Compactor
 from langchain_compact.graph.ondemand import make_compact_tool
 from langchain_compact.graph.state import CompactionState
 from langchain_compact.graph.wiring import add_compaction
-from langchain_compact.summarizers import Summarizer
+from langchain_compact.summarizers import Summarizer, resolve_summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ def create_compacting_agent(
     store: BaseStore | None = None,
     memory: CompactionMemory | None = None,
     compact_tool: bool = False,
+    summary_model: BaseChatModel | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a tool-calling agent (``agent`` -> ``tools`` loop) with compaction wired in.
 
@@ -52,8 +53,11 @@ def create_compacting_agent(
         model: A chat model that supports ``bind_tools``.
         tools: The agent's tools.
         config: Settings; ``context_window`` defaults to ``model.profile``.
-        summarizer: Defaults to the extractive summarizer; pass ``LLMSummarizer(model)``
-            for LLM summaries.
+        summarizer: Wins when given. By default an
+            :class:`~langchain_compact.summarizers.LLMSummarizer` over ``model`` (or
+            ``summary_model``) writes the summaries: one model call per compaction,
+            prepared beside the agent's call, with the extractive summarizer as the
+            fallback when it fails. Pass ``ExtractiveSummarizer()`` for no model calls.
         archive: Where originals go. By default the ``store`` when one is given, else JSONL
             files under ``config.archive_dir`` (``.memory``;
             :class:`~langchain_compact.archive.DefaultArchive`); ``None``: nothing is
@@ -68,12 +72,15 @@ def create_compacting_agent(
             project) after each compaction; see :mod:`langchain_compact.memory`.
         compact_tool: Give the model the ``compact_conversation(focus=None)`` tool
             (:func:`~langchain_compact.graph.make_compact_tool`): compaction on demand.
+        summary_model: The chat model that writes the summaries instead of ``model``
+            (e.g. a cheaper one).
 
     Example:
+        >>> from langchain_compact import ExtractiveSummarizer
         >>> from langchain_compact.demo import ContextReadingPolicy, DependentTask
         >>> task = DependentTask(steps=3, payload_chars=300)
         >>> agent = create_compacting_agent(
-        ...     ContextReadingPolicy(), task.tools(),
+        ...     ContextReadingPolicy(), task.tools(), summarizer=ExtractiveSummarizer(),
         ...     config=CompactionConfig(context_window=4000), archive=None, recall_tool=False)
         >>> out = agent.invoke({"messages": [("user", task.prompt())]})
         >>> task.check(out["messages"][-1].content).ok
@@ -82,6 +89,7 @@ def create_compacting_agent(
     from langchain_compact.archive import make_recall_tool, resolve_archive
 
     cfg = config or CompactionConfig()
+    summarizer = resolve_summarizer(summarizer, model, summary_model)  # one for both uses
     archive = resolve_archive(archive, cfg.archive_dir)  # one object: compaction and recall
     all_tools = list(tools)
     if recall_tool and archive is not None:

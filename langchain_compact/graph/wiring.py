@@ -21,7 +21,7 @@ from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.graph.nodes import CompactionNodes
 from langchain_compact.graph.state import compaction_state
-from langchain_compact.summarizers import Summarizer
+from langchain_compact.summarizers import Summarizer, resolve_summarizer
 from langchain_compact.tokens import TokenCounter, approximate_tokens
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ def add_compaction(
     prefix: str = "compact",
     memory: CompactionMemory | None = None,
     overflow_retry: bool = True,
+    summary_model: BaseChatModel | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """Add compaction in front of ``model_node`` of an uncompiled ``StateGraph``.
 
@@ -71,13 +72,18 @@ def add_compaction(
         builder: The graph builder, before ``.compile()``.
         model_node: Name of the node that calls the chat model.
         config: Settings; ``context_window`` defaults to ``model.profile``.
-        summarizer: Defaults to the extractive summarizer (no LLM).
+        summarizer: Wins when given. Otherwise, with ``model`` (or ``summary_model``), an
+            :class:`~langchain_compact.summarizers.LLMSummarizer` over that model: one
+            model call per compaction, prepared beside the model node's call; without a
+            model, the extractive summarizer (no LLM), which is also the fallback when the
+            model fails.
         archive: Where originals go before being replaced. By default the graph's store
             when it is compiled with one (``compile(store=...)``, a LangGraph server), else
             JSONL files under ``config.archive_dir`` (``.memory``, or
             ``$LANGCHAIN_COMPACT_ARCHIVE_DIR``): :class:`~langchain_compact.archive.DefaultArchive`.
             ``None``: nothing is archived.
-        model: The chat model, only to read its context window from its profile.
+        model: The chat model: its profile gives the context window, and it writes the
+            summaries unless ``summary_model`` or ``summarizer`` is given.
         counter: Local token counter (messages after the last usage report).
         tools: The tools bound to the model (their schemas count toward the context).
         messages_key: State key of the messages.
@@ -89,6 +95,8 @@ def add_compaction(
             compaction to the window the refusal teaches and one retry of the node
             (:meth:`CompactionNodes.guard`; docs/overflow.md). The node itself is not
             changed; only the builder's entry for it is.
+        summary_model: The chat model that writes the summaries instead of ``model``
+            (e.g. a cheaper one).
 
     Returns:
         The same builder, for chaining.
@@ -126,7 +134,7 @@ def add_compaction(
     cfg = resolve_context_window(config or CompactionConfig(), model)
     nodes = CompactionNodes(
         config=cfg,
-        summarizer=summarizer,
+        summarizer=resolve_summarizer(summarizer, model, summary_model),
         archive=archive,
         counter=counter,
         tools=tools,

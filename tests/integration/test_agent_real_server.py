@@ -45,6 +45,7 @@ from bench.server_accounting import (
 )
 from langchain_compact import (
     CompactionConfig,
+    ExtractiveSummarizer,
     JsonlArchive,
     approximate_tokens,
     create_compacting_agent,
@@ -184,7 +185,12 @@ def test_create_compacting_agent_compacts_on_reported_usage(
         micro_exclude_tools=(replay.name,),
     )
     agent = create_compacting_agent(
-        model, [replay], config=config, archive=JsonlArchive(tmp_path), system_prompt="Be brief."
+        model,
+        [replay],
+        config=config,
+        archive=JsonlArchive(tmp_path),
+        system_prompt="Be brief.",
+        summarizer=ExtractiveSummarizer(),
     )
     calls_after_compaction, model_calls = 0, 0
     compaction: dict[str, Any] | None = None

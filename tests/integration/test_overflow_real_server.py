@@ -27,7 +27,7 @@ from langchain_core.tools import tool
 from pydantic import ConfigDict, Field
 
 from bench import _llama
-from langchain_compact import CompactionConfig
+from langchain_compact import CompactionConfig, ExtractiveSummarizer
 from langchain_compact.errors import is_provider_overflow
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(900)]
@@ -142,6 +142,7 @@ def test_graph_finishes_24_turns_against_the_smaller_server_context(
         config=CompactionConfig(context_window=WINDOW),
         archive=None,
         recall_tool=False,
+        summarizer=ExtractiveSummarizer(),
     )
     out = agent.invoke({"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 300})
     assert out["messages"][-1].content == f"done after {TURNS} steps"

@@ -27,6 +27,7 @@ import langchain_compact
 from langchain_compact import (
     CompactionConfig,
     CompactionMemory,
+    ExtractiveSummarizer,
     JsonlArchive,
     StoreArchive,
     create_compacting_agent,
@@ -63,6 +64,7 @@ def graph(directory: str) -> Probe:
         memory=memory,
         counter=TiktokenCounter("gpt-4o"),
         checkpointer=InMemorySaver(),
+        summarizer=ExtractiveSummarizer(),
     )
 
     async def probe() -> str:

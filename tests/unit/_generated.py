@@ -43,6 +43,8 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import SkipValidation
 
+from langchain_compact import ExtractiveSummarizer
+
 SHAPES = (
     "assistant_text",  # the assistant's own long text per turn, small results
     "tool_args",  # write_file(path, content) with ~10k characters of code, short results
@@ -661,6 +663,7 @@ def _run_agent(
             archive=archive,
             system_prompt=SYSTEM_PROMPT,
             checkpointer=saver,
+            summarizer=ExtractiveSummarizer(),
         )
     else:
         from langchain.agents import create_agent

@@ -17,7 +17,7 @@ from _async_probe import Probe, forget_tokenizers, run
 from test_compact_on_demand import _history
 from test_overflow_retry import TURNS, EnforcingModel, _config, fetch
 
-from langchain_compact import CompactionConfig, JsonlArchive
+from langchain_compact import CompactionConfig, ExtractiveSummarizer, JsonlArchive
 from langchain_compact.core import Compactor
 
 START = {"messages": [("user", "Task: fetch every step")]}
@@ -46,7 +46,12 @@ def graph(directory: str) -> Probe:
 
     model = EnforcingModel()
     agent = create_compacting_agent(
-        model, [fetch], config=_config(), archive=JsonlArchive(directory), compact_tool=True
+        model,
+        [fetch],
+        config=_config(),
+        archive=JsonlArchive(directory),
+        compact_tool=True,
+        summarizer=ExtractiveSummarizer(),
     )
 
     async def probe() -> str:

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 from langgraph.store.memory import InMemoryStore
 
-from langchain_compact import CompactionConfig
+from langchain_compact import CompactionConfig, ExtractiveSummarizer
 from langchain_compact.archive import (
     JsonlArchive,
     StoreArchive,
@@ -111,6 +111,7 @@ def test_recall_returns_the_original_task_after_any_number_of_cuts(window: int) 
             [read],
             config=CompactionConfig(context_window=window),
             archive=archive,
+            summarizer=ExtractiveSummarizer(),
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # small windows warn, and may stop the run

@@ -18,7 +18,12 @@ from _scenarios import ScriptedChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.store.memory import InMemoryStore
 
-from langchain_compact import CompactionConfig, _archive_files, _archive_records
+from langchain_compact import (
+    CompactionConfig,
+    ExtractiveSummarizer,
+    _archive_files,
+    _archive_records,
+)
 from langchain_compact.archive import (
     ArchiveError,
     ArchiveWarning,
@@ -117,7 +122,11 @@ def test_graph_run_recalls_past_a_bad_record_file(tmp_path: Path) -> None:
         ]
     )
     agent = create_compacting_agent(
-        model, [], config=CompactionConfig(context_window=100_000), archive=archive
+        model,
+        [],
+        config=CompactionConfig(context_window=100_000),
+        archive=archive,
+        summarizer=ExtractiveSummarizer(),
     )
     with pytest.warns(ArchiveWarning):
         out = agent.invoke({"messages": [HumanMessage("what was the key?")]}, CONFIG)
@@ -348,7 +357,11 @@ def test_recall_in_a_graph_run_without_a_thread_reads_where_the_graph_archived()
         ]
     )
     agent = create_compacting_agent(
-        model, [], config=CompactionConfig(context_window=100_000), archive=archive
+        model,
+        [],
+        config=CompactionConfig(context_window=100_000),
+        archive=archive,
+        summarizer=ExtractiveSummarizer(),
     )
     out = agent.invoke({"messages": [HumanMessage("what was the key?")]})
     [recalled] = [m for m in out["messages"] if isinstance(m, ToolMessage)]

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
-from langchain_compact import CompactionConfig
+from langchain_compact import CompactionConfig, ExtractiveSummarizer
 from langchain_compact.core import Compactor
 from langchain_compact.markers import KIND_SUMMARY, get_meta, kind_of
 
@@ -151,6 +151,7 @@ def test_the_tool_through_the_prebuilt_agent() -> None:
         archive=None,
         recall_tool=False,
         compact_tool=True,
+        summarizer=ExtractiveSummarizer(),
     )
     out = agent.invoke({"messages": [("user", "Task: audit the services")]})
     _check_tool_run(out["messages"])
@@ -178,7 +179,13 @@ def test_the_application_compacts_a_graph_thread() -> None:
     cfg = CompactionConfig(context_window=WINDOW, keep_last_n=2)
     model = Scripted(calls=1)  # probes svc2..svc4, then (call 5) would ask; stop it before
     agent = create_compacting_agent(
-        model, [probe], config=cfg, archive=None, recall_tool=False, checkpointer=InMemorySaver()
+        model,
+        [probe],
+        config=cfg,
+        archive=None,
+        recall_tool=False,
+        checkpointer=InMemorySaver(),
+        summarizer=ExtractiveSummarizer(),
     )
     run: Any = {"configurable": {"thread_id": "app"}}
     agent.invoke(

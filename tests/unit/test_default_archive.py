@@ -16,6 +16,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langchain_compact import (
     CompactionConfig,
+    ExtractiveSummarizer,
     JsonlArchive,
     StoreArchive,
     add_compaction,
@@ -128,7 +129,7 @@ def test_the_prebuilt_agent_with_a_store_recalls_from_it(folder: Path) -> None:
     task = DependentTask(steps=12)
     agent = create_compacting_agent(
         ContextReadingPolicy(), task.tools(), config=CompactionConfig(context_window=WINDOW),
-        store=store,
+        store=store, summarizer=ExtractiveSummarizer()
     )  # fmt: skip
     run = {"configurable": {"thread_id": "p"}, "recursion_limit": 200}
     state = agent.invoke({"messages": [("user", task.prompt())]}, run)

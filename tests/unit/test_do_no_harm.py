@@ -27,6 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_compact import (
     CompactionConfig,
+    ExtractiveSummarizer,
     LLMSummarizer,
     MessageCompactor,
     compact_messages,
@@ -96,6 +97,7 @@ def test_a_source_file_and_six_parallel_results_reach_a_128k_model_whole() -> No
         [read_tool(texts)],
         config=CompactionConfig(context_window=BIG_WINDOW),
         archive=MemoryArchive(),
+        summarizer=ExtractiveSummarizer(),
     )
     agent.invoke({"messages": [HumanMessage("Review the files.", id="task")]})
     seen = results_seen(model)
@@ -236,7 +238,11 @@ def test_twelve_turns_of_3100_tokens_in_an_8k_window_finish(via: str) -> None:
     task = HumanMessage("Read pages 0 to 11, one per turn.", id="task")
     if via == "graph":
         agent: Any = create_compacting_agent(
-            model, [pages_tool()], config=config, archive=MemoryArchive()
+            model,
+            [pages_tool()],
+            config=config,
+            archive=MemoryArchive(),
+            summarizer=ExtractiveSummarizer(),
         )
     else:
         from langchain.agents import create_agent
@@ -292,11 +298,11 @@ def run_tool_only(window: int, summarizer: Any) -> Any:
 
 
 @pytest.mark.parametrize("window", [4_000, 8_000])
-@pytest.mark.parametrize("summarizer", ["default", "llm"])
+@pytest.mark.parametrize("summarizer", ["extractive", "llm"])
 def test_values_only_tool_results_held_survive_to_the_final_report(
     window: int, summarizer: str
 ) -> None:
-    chosen = LLMSummarizer(KeepsWhatItIsShown()) if summarizer == "llm" else None
+    chosen = LLMSummarizer(KeepsWhatItIsShown()) if summarizer == "llm" else ExtractiveSummarizer()
     task, out = run_tool_only(window, chosen)
     verdict = task.check(out["messages"][-1].text)
     assert verdict.ok, verdict.reason
@@ -364,7 +370,11 @@ def test_an_oversized_task_is_pinned_as_head_and_tail_and_the_run_goes_on() -> N
     model = ScriptedChatModel(replies=[AIMessage("working on it", id="w")])
     archive = MemoryArchive()
     agent = create_compacting_agent(
-        model, [], config=CompactionConfig(context_window=4_000), archive=archive
+        model,
+        [],
+        config=CompactionConfig(context_window=4_000),
+        archive=archive,
+        summarizer=ExtractiveSummarizer(),
     )
     out = agent.invoke({"messages": [HumanMessage(task_text, id="task")]})
     assert out["messages"][-1].text == "working on it"

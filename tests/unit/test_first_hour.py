@@ -13,7 +13,12 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from langchain_compact import CompactionConfig, add_compaction, compact_messages
+from langchain_compact import (
+    CompactionConfig,
+    ExtractiveSummarizer,
+    add_compaction,
+    compact_messages,
+)
 from langchain_compact.errors import ConfigError
 
 
@@ -117,7 +122,9 @@ def test_the_demos_compactions_all_shrink_the_context() -> None:
 
     task = DependentTask(steps=DEMO_STEPS, payload_chars=DEMO_PAYLOAD_CHARS)
     config = CompactionConfig(context_window=DEMO_WINDOW, prepare=True)
-    agent = create_compacting_agent(ContextReadingPolicy(), task.tools(), config=config)
+    agent = create_compacting_agent(
+        ContextReadingPolicy(), task.tools(), config=config, summarizer=ExtractiveSummarizer()
+    )
     run = {"configurable": {"thread_id": "demo"}, "recursion_limit": 6 * (DEMO_STEPS + 2) + 20}
     events: list[dict[str, Any]] = []
     final: dict[str, Any] = {}
@@ -170,8 +177,6 @@ def test_a_tools_output_sent_as_a_user_message_is_never_a_goal() -> None:
     ("Parameter 'command' is expected to be one of [...]"). Each is a fact, not a goal."""
     from _data import TRAJECTORY_DIR, load_trajectory
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-
-    from langchain_compact.summarizers import ExtractiveSummarizer
 
     history = load_trajectory(TRAJECTORY_DIR / "swe-agent__ctf-crypto-eps.jsonl")
     span = history[2:40]

@@ -22,7 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import InjectedToolCallId, StructuredTool
 from pydantic import Field
 
-from langchain_compact import CompactionConfig
+from langchain_compact import CompactionConfig, ExtractiveSummarizer
 from langchain_compact.tokens import TiktokenCounter
 
 WINDOW = 8_000
@@ -130,7 +130,11 @@ def test_graph_nodes(provider: str, usage: bool) -> None:
 
     model = BrowserModel(provider=provider, usage=usage)
     agent = create_compacting_agent(
-        model, [SCREENSHOT], config=CompactionConfig(context_window=WINDOW), archive=None
+        model,
+        [SCREENSHOT],
+        config=CompactionConfig(context_window=WINDOW),
+        archive=None,
+        summarizer=ExtractiveSummarizer(),
     )
     out = agent.invoke({"messages": [HumanMessage("Buy the cheapest flight.", id="task")]})
     _check(model, out["messages"][-1])
@@ -189,7 +193,9 @@ def test_async_runs_count_the_screenshots_the_same(integration: str) -> None:
     if integration == "graph":
         from langchain_compact.graph import create_compacting_agent
 
-        agent = create_compacting_agent(model, [SCREENSHOT], config=config, archive=None)
+        agent = create_compacting_agent(
+            model, [SCREENSHOT], config=config, archive=None, summarizer=ExtractiveSummarizer()
+        )
     else:
         from langchain.agents import create_agent
 

@@ -30,7 +30,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from pydantic import SkipValidation
 
-from langchain_compact import CompactionConfig
+from langchain_compact import CompactionConfig, ExtractiveSummarizer
 
 SEEDS = range(30)
 INTEGRATIONS = ("graph", "middleware", "lcel")
@@ -261,7 +261,12 @@ def run(scenario: Scenario, tmp: Path) -> Log:
         from langchain_compact import create_compacting_agent
 
         agent: Any = create_compacting_agent(
-            model, [tool], config=config, archive=archive, checkpointer=InMemorySaver()
+            model,
+            [tool],
+            config=config,
+            archive=archive,
+            checkpointer=InMemorySaver(),
+            summarizer=ExtractiveSummarizer(),
         )
     else:
         from langchain.agents import create_agent

@@ -20,7 +20,7 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from pydantic import Field
 
-from langchain_compact import CompactionConfig, ConfigError
+from langchain_compact import CompactionConfig, ConfigError, ExtractiveSummarizer
 from langchain_compact.archive import JsonlArchive
 from langchain_compact.demo import ContextReadingPolicy, DependentTask
 from langchain_compact.graph import CompactionNodes, create_compacting_agent
@@ -125,6 +125,7 @@ def test_same_compactions_and_final_history_as_the_graph_version() -> None:
         task.tools(),
         config=CompactionConfig(context_window=WINDOW, **FULL),
         archive=None,
+        summarizer=ExtractiveSummarizer(),  # the middleware's default without a model
     )
     graph_state, graph_events = run(graph, task)
 

@@ -26,7 +26,12 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from pydantic import Field
 
-from langchain_compact import CompactionConfig, ContextOverflowError, JsonlArchive
+from langchain_compact import (
+    CompactionConfig,
+    ContextOverflowError,
+    ExtractiveSummarizer,
+    JsonlArchive,
+)
 from langchain_compact.core import PROVIDER_WINDOW_KEY, Compactor
 from langchain_compact.markers import (
     KIND_CLEARED,
@@ -261,7 +266,12 @@ def test_graph_recovers_by_clearing(mode: str, tmp_path: Path) -> None:
     model = ReadingModel()
     archive = JsonlArchive(tmp_path)
     agent = create_compacting_agent(
-        model, [read], config=_config(), archive=archive, recall_tool=False
+        model,
+        [read],
+        config=_config(),
+        archive=archive,
+        recall_tool=False,
+        summarizer=ExtractiveSummarizer(),
     )
     start = {"messages": [("user", TASK)]}
     run = {"configurable": {"thread_id": "g"}, "recursion_limit": 100}
@@ -274,7 +284,9 @@ def test_graph_raises_the_clear_error_when_nothing_is_reducible() -> None:
     from langchain_compact.graph import create_compacting_agent
 
     model = ReadingModel(enforced=5)  # refuses even the task
-    agent = create_compacting_agent(model, [read], config=_config(), archive=None)
+    agent = create_compacting_agent(
+        model, [read], config=_config(), archive=None, summarizer=ExtractiveSummarizer()
+    )
     with pytest.raises(ContextOverflowError, match="every reduction a turn has is spent"):
         agent.invoke({"messages": [("user", TASK)]}, {"recursion_limit": 100})
     assert model.refusals == 1  # no retry of a call nothing could reduce

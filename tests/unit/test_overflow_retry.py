@@ -22,7 +22,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from pydantic import Field
 
-from langchain_compact import CompactionConfig, ContextOverflowError
+from langchain_compact import CompactionConfig, ContextOverflowError, ExtractiveSummarizer
 from langchain_compact.core import PROVIDER_WINDOW_KEY, Compactor
 from langchain_compact.markers import KIND_SUMMARY, get_meta, kind_of
 from langchain_compact.tokens import TiktokenCounter
@@ -228,7 +228,12 @@ def test_prebuilt_agent_compacts_and_retries_on_refusal() -> None:
 
     model = EnforcingModel()
     agent = create_compacting_agent(
-        model, [fetch], config=_config(), archive=None, recall_tool=False
+        model,
+        [fetch],
+        config=_config(),
+        archive=None,
+        recall_tool=False,
+        summarizer=ExtractiveSummarizer(),
     )
     out = agent.invoke({"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 300})
     _check_run(model, out["messages"])
@@ -240,7 +245,12 @@ def test_prebuilt_agent_compacts_and_retries_on_refusal_async() -> None:
 
     model = EnforcingModel()
     agent = create_compacting_agent(
-        model, [fetch], config=_config(), archive=None, recall_tool=False
+        model,
+        [fetch],
+        config=_config(),
+        archive=None,
+        recall_tool=False,
+        summarizer=ExtractiveSummarizer(),
     )
     out = asyncio.run(
         agent.ainvoke({"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 300})
@@ -394,7 +404,12 @@ def test_llamacpp_answer_is_handled_by_the_graph() -> None:
 
     model = EnforcingModel(llamacpp=True)
     agent = create_compacting_agent(
-        model, [fetch], config=_config(), archive=None, recall_tool=False
+        model,
+        [fetch],
+        config=_config(),
+        archive=None,
+        recall_tool=False,
+        summarizer=ExtractiveSummarizer(),
     )
     out = agent.invoke({"messages": [("user", "Task: fetch every step")]}, {"recursion_limit": 300})
     _check_run(model, out["messages"])
@@ -416,7 +431,12 @@ def test_each_refusal_is_followed_by_one_recovery_then_the_retry() -> None:
 
     model = EnforcingModel()
     agent = create_compacting_agent(
-        model, [fetch], config=_config(), archive=None, recall_tool=False
+        model,
+        [fetch],
+        config=_config(),
+        archive=None,
+        recall_tool=False,
+        summarizer=ExtractiveSummarizer(),
     )
     events: list[str] = []
     last: Any = None

@@ -17,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_compact import (
     CompactionConfig,
+    ExtractiveSummarizer,
     JsonlArchive,
     MessageCompactor,
     create_compacting_agent,
@@ -121,7 +122,7 @@ def test_graph_keeps_the_providers_item(provider: str, window: int, tmp_path: Pa
     archive = JsonlArchive(tmp_path)
     agent = create_compacting_agent(
         model, task.tools(), config=CompactionConfig(context_window=window),
-        checkpointer=InMemorySaver(), archive=archive,
+        checkpointer=InMemorySaver(), archive=archive, summarizer=ExtractiveSummarizer()
     )  # fmt: skip
     run = {"configurable": {"thread_id": "t"}, "recursion_limit": 400}
     out = agent.invoke({"messages": [("user", task.prompt())]}, run)

@@ -27,6 +27,7 @@ from pydantic import Field, SkipValidation
 from langchain_compact import (
     CompactionConfig,
     CompactionMiddleware,
+    ExtractiveSummarizer,
     compact_messages,
     create_compacting_agent,
 )
@@ -124,7 +125,11 @@ def supervisor_graph(worker: Any) -> Any:
 
 def _graph_worker(model: Worker) -> Any:
     return create_compacting_agent(
-        model, [read], config=CompactionConfig(context_window=WINDOW), recall_tool=False
+        model,
+        [read],
+        config=CompactionConfig(context_window=WINDOW),
+        recall_tool=False,
+        summarizer=ExtractiveSummarizer(),
     )
 
 

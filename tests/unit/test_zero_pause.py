@@ -18,6 +18,7 @@ from pydantic import Field
 
 from langchain_compact import (
     CompactionConfig,
+    ExtractiveSummarizer,
     LLMSummarizer,
     MessageCompactor,
     create_compacting_agent,
@@ -146,6 +147,7 @@ def test_an_extractive_summarizer_adds_no_prepare_node_by_default() -> None:
         ContextReadingPolicy(),
         DependentTask(steps=3).tools(),
         config=CompactionConfig(context_window=WINDOW),
+        summarizer=ExtractiveSummarizer(),
     )
     assert "compact_prepare" not in agent.get_graph().nodes
 
