@@ -332,6 +332,18 @@ def fit_sections(
     return _settle(sections, order, k, max_tokens)
 
 
+def fits_sections(
+    sections: list[tuple[str, list[str]]], max_tokens: int, *, whole: str | None = None
+) -> bool:
+    """Whether :func:`fit_sections` can fit ``sections`` in ``max_tokens`` by dropping
+    entries: the smallest rendering (each section down to its first entry and the omitted
+    line; the section titled ``whole`` with every entry) fits. Otherwise it cuts the text
+    at the bound, wherever that falls (inside an entry: a tool result's fact line cut to
+    ``RESULT``, its value gone)."""
+    dropped = [0 if t == whole else max(0, len(items) - 1) for t, items in sections]
+    return _tokens(_render_sections(sections, dropped)) <= max_tokens
+
+
 def _settle(
     sections: list[tuple[str, list[str]]], order: list[int], k: int, max_tokens: int
 ) -> str:

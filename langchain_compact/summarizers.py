@@ -32,6 +32,7 @@ from langchain_compact._placeholders import is_summary_text
 from langchain_compact._render import (
     context_of,
     fit_sections,
+    fits_sections,
     key_lines,
     message_text,
     render_call,
@@ -363,6 +364,38 @@ def _is_observation(text: str, prior: BaseMessage | None) -> bool:
     return isinstance(prior, (AIMessage, ToolMessage)) and bool(_OBSERVATION_RE.search(text))
 
 
+#: The order in which :func:`_shed` drops whole sections (indices into the five): the
+#: goal's filler line (the pinned task states the goal), other context, the status, the
+#: calls. The facts never go whole, nor a goal the span stated.
+_SHED_ORDER = (0, 4, 3, 2)
+
+
+def _shed(sections: list[tuple[str, list[str]]], max_tokens: int) -> list[tuple[str, list[str]]]:
+    """``sections`` as far cut down as a bound too small for every section's first entry
+    needs (:func:`~langchain_compact._render.fits_sections`): whole sections go in
+    :data:`_SHED_ORDER`, then the facts' ``[call_id]`` tags (half the cost of a short
+    fact; the summary's header names the archive, which recall reads by tool name too).
+
+    Otherwise fitting cuts the text at the bound, mid-entry: at the smallest bound the
+    goal's filler line, the first call and the status stayed, and the facts section ended
+    in the cut (``run_step [call_7]: RESULT``, the values lost, kept only by the fidelity
+    supplement as far as its own room went). The calls and the status are recoverable from
+    the facts; the facts from nothing but the archive."""
+    if fits_sections(sections, max_tokens):
+        return sections
+    kept = dict(enumerate(sections))
+    for index in _SHED_ORDER:
+        if index == 0 and kept[0][1] != [NO_NEW_GOAL]:
+            continue  # a goal or constraint the span stated stays
+        del kept[index]
+        if fits_sections(list(kept.values()), max_tokens):
+            break
+    title, facts = kept[1]
+    if not fits_sections(list(kept.values()), max_tokens, whole=title):
+        kept[1] = (title, list(dict.fromkeys(_ID_TAG_RE.sub(":", f, 1) for f in facts)))
+    return list(kept.values())
+
+
 class ExtractiveSummarizer:
     """Deterministic summary built from the messages themselves; no LLM.
 
@@ -476,7 +509,7 @@ class ExtractiveSummarizer:
             # the facts last (a call's arguments repeat facts the merged summaries state).
             return condense_summary(fit_sections(sections, 1 << 30), max_tokens)
         # Facts and the goal are dropped last: the calls and status are recoverable from them.
-        return fit_sections(sections, max_tokens, weights=_SECTION_WEIGHTS)
+        return fit_sections(_shed(sections, max_tokens), max_tokens, weights=_SECTION_WEIGHTS)
 
     async def asummarize(
         self, messages: Sequence[BaseMessage], *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -11,7 +12,10 @@ from langchain_core.language_models import FakeMessagesListChatModel, GenericFak
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from langchain_compact import SummarizerError
+from langchain_compact.budget import MIN_SUMMARY_TOKENS
 from langchain_compact.demo import DependentTask
+from langchain_compact.markers import KIND_CLEARED, kind_of
+from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.summarizers import (
     DEFAULT_SUMMARY_PROMPT,
     SUMMARIZER_TAG,
@@ -120,6 +124,25 @@ def test_extractive_says_what_it_omitted() -> None:
     history = mixed_history() * 6
     text = ExtractiveSummarizer().summarize(history, max_tokens=300)
     assert "older entries omitted; archived" in text
+
+
+def test_extractive_at_the_smallest_bound_keeps_the_values_whole() -> None:
+    # The README's first snippet without tiktoken's files: a compaction squeezed to the
+    # smallest bound summarised three run_step rounds (two results cleared before). Every
+    # section's first entry did not fit, and the text was cut at the bound, mid-fact:
+    # "run_step [call_step_16_...]: RESULT", the goal's filler line and no value at all.
+    # The calls and status go first; the facts' call-id tags go before the values.
+    task = DependentTask(steps=3)
+    span = clear_tool_results(play(task, rounds=3)[1:], keep=0)
+    assert [kind_of(m) for m in span if isinstance(m, ToolMessage)][:2] == [KIND_CLEARED] * 2
+    text = ExtractiveSummarizer().summarize(span, max_tokens=MIN_SUMMARY_TOKENS)
+    assert approximate_tokens([HumanMessage(text)]) <= MIN_SUMMARY_TOKENS
+    for k, v in enumerate(task.expected_values(), 1):
+        assert f"RESULT step={k} value={v}" in text, text
+    assert not re.search(r"RESULT\s*$", text, re.M), text  # no fact line cut short
+    # A larger bound keeps the sections and the tags, as before.
+    roomy = ExtractiveSummarizer().summarize(span, max_tokens=400)
+    assert "## 4. Status" in roomy and "[call_" in roomy
 
 
 # --------------------------------------------------------------------------- fidelity
