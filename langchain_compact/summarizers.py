@@ -118,7 +118,9 @@ def focus_instructions(focus: str) -> str:
     )
 
 
-_SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
+#: A sentence: up to a full stop that ends it (one followed by a space or the end; the dot
+#: of ``report.md`` or ``v2.1`` does not end a sentence).
+_SENTENCE_RE = re.compile(r"(?:[^.!?。！？\n]|[.!?](?=[^\s.!?]))+[.!?。！？]?")
 
 
 @runtime_checkable
@@ -382,8 +384,9 @@ class ExtractiveSummarizer:
                     )
                     continue
                 goal.append("user: " + _clip(text, 400))
+                # The user's words are clipped; each constraint they state stays whole.
                 goal.extend(
-                    "constraint: " + _clip(s.strip(), 300)
+                    "constraint: " + " ".join(s.split())
                     for s in _SENTENCE_RE.findall(text)
                     if CONSTRAINT_RE.search(s) and len(text) > 400
                 )
@@ -442,8 +445,9 @@ class ExtractiveSummarizer:
             # A merge of summaries: dense, and over the bound the calls and prose go first,
             # the facts last (a call's arguments repeat facts the merged summaries state).
             return condense_summary(fit_sections(sections, 1 << 30), max_tokens)
-        # Facts and the goal are dropped last: the calls and status are recoverable from them.
-        return fit_sections(sections, max_tokens, weights=_SECTION_WEIGHTS)
+        # Facts are dropped last but for the goal and constraints, which are never dropped:
+        # the calls and status are recoverable from the facts.
+        return fit_sections(sections, max_tokens, weights=_SECTION_WEIGHTS, protect=(0,))
 
     async def asummarize(
         self, messages: Sequence[BaseMessage], *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
