@@ -366,66 +366,77 @@ def _squeeze(
     cut leaves the protected entries whole; else the other sections' first entries go (the
     last section first, the facts last), then clipped ``user:`` entries of the protected
     sections are cut to their first words, then whole protected entries go, ``user:`` ones
-    first, oldest first: a constraint is the last thing dropped, and never cut."""
+    first, oldest first: a constraint is the last thing dropped, and never cut.
+
+    The work is bounded: one render per section, one for the clipping, and a binary search
+    over how many protected entries go (never one render per entry)."""
     sections = [(title, list(items)) for title, items in sections]
     gone: list[int] = []
 
-    def attempt() -> str | None:
-        text = _render_sections(sections, dropped, gone)
+    def attempt(secs: list[tuple[str, list[str]]]) -> str | None:
+        text = _render_sections(secs, dropped, gone)
         if _tokens(text) <= max_tokens:
             return text
         cut = _cut_to_tokens(text, max_tokens) + "\n"
-        whole = all(f"- {item}\n" in cut for s in protect for item in sections[s][1])
+        whole = all(f"- {item}\n" in cut for s in protect for item in secs[s][1])
         return _DANGLING_RE.sub("", cut.rstrip()) if whole else None
 
-    text = attempt()
+    text = attempt(sections)
     for s in range(len(sections) - 1, -1, -1):
         if text is not None:
             return text
         if s not in protect and sections[s][1]:
             gone.append(s)
-            text = attempt()
+            text = attempt(sections)
+    if text is not None:
+        return text
     for s in protect:
         items = sections[s][1]
         for j, item in enumerate(items):
-            if text is not None:
-                return text
             words = item.split()
             if item.startswith("user: ") and item.endswith(_CLIPPED) and len(words) > _MIN_WORDS:
                 items[j] = " ".join(words[:_MIN_WORDS]) + _CLIPPED
-                text = attempt()
-    for prefix in ("user: ", ""):
-        for s in protect:
-            title, items = sections[s]
-            for item in [i for i in items if i.startswith(prefix)]:
-                if text is not None:
-                    return text
-                if _OMITTED_ITEM_RE.match(item):
-                    continue
-                real = [i for i in items if not _OMITTED_ITEM_RE.match(i)]
-                left = [i for i in real if i != item]
-                omitted = _omitted_count(items) + len(real) - len(left)
-                items = [*left, f"({omitted} older entries omitted; archived)"]
-                sections[s] = (title, items)
-                text = attempt()
+    text = attempt(sections)
     if text is not None:
         return text
-    return _cut_to_tokens(_render_sections(sections, dropped, gone), max_tokens)
+    # The protected entries in the order they go: user's words first, then constraints,
+    # oldest first within each.
+    victims = [
+        (s, j)
+        for user in (True, False)
+        for s in protect
+        for j, item in enumerate(sections[s][1])
+        if item.startswith("user: ") == user
+    ]
+
+    def without(n: int) -> list[tuple[str, list[str]]]:
+        drop = set(victims[:n])
+        out = []
+        for s, (title, items) in enumerate(sections):
+            if s in protect:
+                left = [i for j, i in enumerate(items) if (s, j) not in drop]
+                if len(left) < len(items):
+                    left.insert(0, f"({len(items) - len(left)} older entries omitted; archived)")
+                items = left
+            out.append((title, items))
+        return out
+
+    lo, hi = 1, len(victims)  # the fewest drops that fit, found in O(log n) renders
+    best: str | None = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        found = attempt(without(mid))
+        if found is not None:
+            best, hi = found, mid - 1
+        else:
+            lo = mid + 1
+    if best is not None:
+        return best
+    return _cut_to_tokens(_render_sections(without(len(victims)), dropped, gone), max_tokens)
 
 
 #: A bullet with nothing after it, or a heading with no entry, at the end of a cut text.
 _DANGLING_RE = re.compile(r"(?:\n(?:-|##[^\n]*))+$")
-_OMITTED_ITEM_RE = re.compile(r"^\((\d+) older entries omitted; archived\)$")
-
-
-def _omitted_count(items: list[str]) -> int:
-    """How many entries the ``(n older entries omitted; archived)`` item of ``items`` says
-    were omitted (``0`` when there is none)."""
-    for item in items:
-        m = _OMITTED_ITEM_RE.match(item)
-        if m:
-            return int(m.group(1))
-    return 0
 
 
 def _settle(

@@ -433,3 +433,17 @@ def test_a_merge_keeps_the_constraints_of_the_summaries_it_merges() -> None:
     merged = summarizer.summarize(summaries, max_tokens=120)
     assert CONSTRAINT in merged
     assert "older entries omitted" in merged  # facts went instead
+
+
+def test_constraints_past_the_bound_go_whole_oldest_first_and_the_bound_holds() -> None:
+    msgs: list[BaseMessage] = []
+    for k in range(300):
+        rule = f"You must never touch shard {k}."
+        msgs += [HumanMessage(f"Request {k}: " + "Background detail. " * 25 + rule)]
+        msgs.append(AIMessage(f"ok {k}"))
+    text = ExtractiveSummarizer().summarize(msgs, max_tokens=200)
+    assert approximate_tokens([HumanMessage(text)]) <= 200
+    assert "constraint: You must never touch shard 299." in text  # the newest stays
+    assert "older entries omitted; archived" in text
+    kept = [ln for ln in text.splitlines() if ln.startswith("- constraint: ")]
+    assert kept and all(ln.endswith(".") for ln in kept)  # none cut mid-sentence
