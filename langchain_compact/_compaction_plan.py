@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
+from langchain_compact._nested import in_nested_run
 from langchain_compact._ops import Op, Outcome, ReadOp
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact.config import CompactionConfig
@@ -23,6 +24,7 @@ from langchain_compact.history import (
     find_safe_cut,
     last_boundary_index,
     newest_request_index,
+    open_request_index,
     original_task_index,
     tool_calls_of,
 )
@@ -119,6 +121,7 @@ def plan_compaction(
     tools: Sequence[Any] | None = None,
     *,
     tail_tokens: int | None = None,
+    nested: bool | None = None,
 ) -> Plan | None:
     """Split ``messages`` into head, span and tail; ``None`` when the span would be empty.
 
@@ -131,7 +134,11 @@ def plan_compaction(
     (``0``: the newest turn alone). The user's current request
     (:func:`~langchain_compact.history.newest_request_index`), when the model has not read
     it yet and it is not the task, is never in the span: it is kept as the first message of
-    the tail, after the summary.
+    the tail, after the summary. Inside another graph (``nested``; by default whether this
+    runs in a LangGraph run whose ``checkpoint_ns`` is nested) the same holds for the
+    request read already while no final answer follows it
+    (:func:`~langchain_compact.history.open_request_index`): a worker's subtask, handed
+    after the supervisor's own task, stays verbatim while the worker works on it.
     """
     n = len(messages)
     b = last_boundary_index(messages)
@@ -162,7 +169,7 @@ def plan_compaction(
         not (start <= request < cut)
         or request == task_i
         or request in kept
-        or request < unread_start(messages)
+        or (request < unread_start(messages) and not _open_subtask(messages, request, nested))
     ):
         request = -1
     span = [
@@ -181,6 +188,13 @@ def plan_compaction(
     if request >= 0:
         tail.insert(0, messages[request])
     return Plan(head=head, span=span, tail=tail)
+
+
+def _open_subtask(messages: Sequence[BaseMessage], request: int, nested: bool | None) -> bool:
+    """Whether the read ``request`` is a sub-agent's subtask still being worked on."""
+    if nested is None:
+        nested = in_nested_run()
+    return nested and open_request_index(messages) == request
 
 
 def newest_turn_start(messages: Sequence[BaseMessage], start: int = 0) -> int:

@@ -330,6 +330,8 @@ _FILLER_RE = re.compile(
     r"|none beyond the pinned task \(its goal and constraints stand\))$"
 )
 _OMITTED_RE = re.compile(r"^\((\d+) older entries omitted")
+#: The heading of a summary's first section (the goal and hard constraints).
+_GOAL_HEADING_RE = re.compile(r"^##\s*1\.")
 #: Lines a merged summary can drop first: calls (their arguments are archived) and the
 #: wording of placeholders (their fact lines are separate).
 _LOW_RE = re.compile(
@@ -394,20 +396,34 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
     line already contains removed (the newest copy stays), labels that only repeat the line
     dropped. Headings (``## ...``) are kept while they head a line. Over ``soft_tokens``
     (default ``max_tokens``), the oldest calls and prose lines go, then the oldest other data
-    lines; over ``max_tokens``, then the oldest ``key = value`` facts, and last the
-    constraints, the user's words and ticket-like ids. One line says how many were omitted
-    (they are archived with the summaries merged).
+    lines; over ``max_tokens``, then the oldest ``key = value`` facts, then the other
+    constraints, the user's words and ticket-like ids, and last the lines of the goal section
+    (``## 1.``, kept whole, one entry per line), a line that states a constraint the very
+    last. One line says how many were omitted (they are archived with the summaries
+    merged).
 
     Example:
         >>> condense_summary("## Facts\n- - a = 1\n- a = 1\n- called f({})\n- QX-9: QX-9: ok", 200)
         '## Facts\n- a = 1\n- called f({})\n- QX-9: ok'
     """
     entries: list[tuple[bool, str]] = []  # (is_heading, text)
+    goal: set[int] = set()  # entries of the "Goal and hard constraints" section
+    in_goal = False
     carried = 0  # entries earlier condensing omitted
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("#"):
+            in_goal = _GOAL_HEADING_RE.match(line) is not None
             entries.append((True, line))
+            continue
+        if in_goal:  # the user's words and constraints: one entry each, never split
+            line = _BULLETS_RE.sub("", line).strip()
+            omitted = _OMITTED_RE.match(line)
+            if omitted:
+                carried += int(omitted.group(1))
+            elif line and not _FILLER_RE.match(line):
+                goal.add(len(entries))
+                entries.append((False, line))
             continue
         line = unlabel(_REPEAT_RE.sub(r"\1", _BULLETS_RE.sub("", line)).strip())
         # One line per fact: the `` | ``-joined fact lines of a placeholder go apart.
@@ -427,11 +443,19 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
     ranks = {t: _rank(t) for h, t in entries if not h}
     # The kept lines of each rank, joined by a character no line holds, so "a longer kept
     # line of the same rank or better holds it" is one substring search per rank.
+    # The goal's lines are checked against the goal's only (a fact that quotes a
+    # constraint does not stand for it).
     kept = ["", "", "", ""]
+    kept_goal = ""
     for i in sorted((i for i in keep if not entries[i][0]), key=lambda i: -len(entries[i][1])):
         line = entries[i][1]
         rank = ranks[line]
-        if len(line) >= 8 and any(line in kept[r] for r in range(rank + 1)):
+        if i in goal:
+            if len(line) >= 8 and line in kept_goal:
+                keep.discard(i)
+            else:
+                kept_goal += _APART + line
+        elif len(line) >= 8 and any(line in kept[r] for r in range(rank + 1)):
             keep.discard(i)
         else:
             kept[rank] += _APART + line
@@ -440,10 +464,19 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
     total = sum(cost[i] for i in keep if not entries[i][0])
     total += sum(len(entries[i][1]) // 3 + 1 for i in keep if entries[i][0])
     dropped = 0
-    order = sorted((i for i in keep if not entries[i][0]), key=lambda i: (-ranks[entries[i][1]], i))
+    # The goal's lines go last, and of those a constraint (a line that states one) last.
+    order = sorted(
+        (i for i in keep if not entries[i][0]),
+        key=lambda i: (
+            i in goal,
+            i in goal and CONSTRAINT_RE.search(entries[i][1]) is not None,
+            -ranks[entries[i][1]],
+            i,
+        ),
+    )
     soft = max_tokens if soft_tokens is None else min(soft_tokens, max_tokens)
     for i in order:
-        rank = ranks[entries[i][1]]
+        rank = 0 if i in goal else ranks[entries[i][1]]
         # key = value facts (the values a task computed) go only over the bound, as the
         # docstring says: kept to halfway between the soft bound and the bound, a dense merge
         # of a 60-step task's values in a 4,000-token window (~600 tokens of them, ~545 to

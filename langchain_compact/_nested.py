@@ -25,7 +25,15 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-__all__ = ["NS_SEP", "VIEW_KEY", "current_owner", "private_owner", "view_of", "view_record"]
+__all__ = [
+    "NS_SEP",
+    "VIEW_KEY",
+    "current_owner",
+    "in_nested_run",
+    "private_owner",
+    "view_of",
+    "view_record",
+]
 
 #: The private state key of a sub-agent's compacted view.
 VIEW_KEY = "compaction_view"
@@ -57,6 +65,20 @@ def current_owner(share: bool = False) -> str | None:
         return private_owner(get_config())
     except RuntimeError:
         return None
+
+
+def in_nested_run() -> bool:
+    """Whether this is called in a graph run inside another graph (``checkpoint_ns`` holds
+    :data:`NS_SEP`), whether or not its compaction stays private; ``False`` outside a run
+    or without LangGraph."""
+    try:
+        from langgraph.config import get_config
+
+        configurable = get_config().get("configurable") or {}
+    except (ImportError, RuntimeError):
+        return False
+    ns = configurable.get("checkpoint_ns") if isinstance(configurable, Mapping) else None
+    return isinstance(ns, str) and NS_SEP in ns
 
 
 def view_of(shared: Sequence[BaseMessage], record: Any, owner: str | None) -> Sequence[BaseMessage]:

@@ -269,13 +269,17 @@ class _Drops:
     """
 
     def __init__(
-        self, sections: list[tuple[str, list[str]]], weights: list[float] | None = None
+        self,
+        sections: list[tuple[str, list[str]]],
+        weights: list[float] | None = None,
+        protect: Sequence[int] = (),
     ) -> None:
         # A section's characters count times its weight: a weight below 1 keeps its
         # entries longer (facts outlive the list of calls that produced them).
         w = weights or [1.0] * len(sections)
         chars = [sum(len(i) for i in items) * w[s] for s, (_, items) in enumerate(sections)]
-        left = [len(items) for _, items in sections]
+        # A protected section's entries never take part (``fit_sections``'s ``protect``).
+        left = [0 if s in protect else len(items) for s, (_, items) in enumerate(sections)]
         nxt = [1] * len(sections)
         self.order: list[int] = []
         while True:
@@ -291,13 +295,20 @@ class _Drops:
             self.order.append(best)
 
 
-def _render_sections(sections: list[tuple[str, list[str]]], dropped: list[int]) -> str:
+def _render_sections(
+    sections: list[tuple[str, list[str]]], dropped: list[int], gone: Sequence[int] = ()
+) -> str:
+    """The sections with ``dropped[s]`` entries after the first left out of each; a section
+    in ``gone`` shows none of its entries (only how many were omitted)."""
     parts = []
-    for (title, items), n in zip(sections, dropped, strict=True):
-        shown = items[:1]
-        if n:
-            shown.append(f"({n} older entries omitted; archived)")
-        shown += items[1 + n :]
+    for s, ((title, items), n) in enumerate(zip(sections, dropped, strict=True)):
+        if s in gone and items:
+            shown = [f"({len(items)} older entries omitted; archived)"]
+        else:
+            shown = items[:1]
+            if n:
+                shown.append(f"({n} older entries omitted; archived)")
+            shown += items[1 + n :]
         parts.append(f"## {title}\n" + "\n".join(f"- {i}" for i in shown))
     return "\n".join(parts)
 
@@ -307,15 +318,22 @@ def fit_sections(
     max_tokens: int,
     *,
     weights: list[float] | None = None,
+    protect: Sequence[int] = (),
 ) -> str:
     """Render, dropping the oldest entries (after the first) of the longest section until
     the text fits ``max_tokens``; each section says how many entries it omitted.
+
+    The entries of a section in ``protect`` (the summary's goal and hard constraints) are
+    the last thing to go, and are never cut mid-entry (:func:`_squeeze`): the other
+    sections lose their first entries too, then clipped ``user:`` entries (whose constraints
+    have entries of their own) are cut to their first words, then whole entries go, the
+    ``constraint:`` ones last. Without ``protect`` the text is cut to fit.
 
     Linear: the drop order is computed on running totals, the number of drops is found with
     per-entry token estimates, and the text is rendered and measured only around the answer
     (where it is about ``max_tokens`` long), never once per dropped entry.
     """
-    order = _Drops(sections, weights).order
+    order = _Drops(sections, weights, protect).order
     overhead = _tokens("")
     costs = [[_tokens(f"- {i}\n") - overhead for i in items] for _, items in sections]
     estimate = _tokens(_render_sections([(t, []) for t, _ in sections], [0] * len(sections)))
@@ -329,7 +347,96 @@ def fit_sections(
         dropped[s] += 1
         estimate -= costs[s][dropped[s]]
         k += 1
-    return _settle(sections, order, k, max_tokens)
+    return _settle(sections, order, k, max_tokens, protect)
+
+
+#: How a ``user:`` entry cut to make room ends (``_clip`` of the summarizer ends the same).
+_CLIPPED = " ..."
+#: The words a ``user:`` entry keeps at least when the room is short.
+_MIN_WORDS = 12
+
+
+def _squeeze(
+    sections: list[tuple[str, list[str]]],
+    dropped: list[int],
+    protect: Sequence[int],
+    max_tokens: int,
+) -> str:
+    """Past every ordinary drop, with ``protect``: the text cut to ``max_tokens`` when the
+    cut leaves the protected entries whole; else the other sections' first entries go (the
+    last section first, the facts last), then clipped ``user:`` entries of the protected
+    sections are cut to their first words, then whole protected entries go, ``user:`` ones
+    first, oldest first: a constraint is the last thing dropped, and never cut.
+
+    The work is bounded: one render per section, one for the clipping, and a binary search
+    over how many protected entries go (never one render per entry)."""
+    sections = [(title, list(items)) for title, items in sections]
+    gone: list[int] = []
+
+    def attempt(secs: list[tuple[str, list[str]]]) -> str | None:
+        text = _render_sections(secs, dropped, gone)
+        if _tokens(text) <= max_tokens:
+            return text
+        cut = _cut_to_tokens(text, max_tokens) + "\n"
+        whole = all(f"- {item}\n" in cut for s in protect for item in secs[s][1])
+        return _DANGLING_RE.sub("", cut.rstrip()) if whole else None
+
+    text = attempt(sections)
+    for s in range(len(sections) - 1, -1, -1):
+        if text is not None:
+            return text
+        if s not in protect and sections[s][1]:
+            gone.append(s)
+            text = attempt(sections)
+    if text is not None:
+        return text
+    for s in protect:
+        items = sections[s][1]
+        for j, item in enumerate(items):
+            words = item.split()
+            if item.startswith("user: ") and item.endswith(_CLIPPED) and len(words) > _MIN_WORDS:
+                items[j] = " ".join(words[:_MIN_WORDS]) + _CLIPPED
+    text = attempt(sections)
+    if text is not None:
+        return text
+    # The protected entries in the order they go: user's words first, then constraints,
+    # oldest first within each.
+    victims = [
+        (s, j)
+        for user in (True, False)
+        for s in protect
+        for j, item in enumerate(sections[s][1])
+        if item.startswith("user: ") == user
+    ]
+
+    def without(n: int) -> list[tuple[str, list[str]]]:
+        drop = set(victims[:n])
+        out = []
+        for s, (title, items) in enumerate(sections):
+            if s in protect:
+                left = [i for j, i in enumerate(items) if (s, j) not in drop]
+                if len(left) < len(items):
+                    left.insert(0, f"({len(items) - len(left)} older entries omitted; archived)")
+                items = left
+            out.append((title, items))
+        return out
+
+    lo, hi = 1, len(victims)  # the fewest drops that fit, found in O(log n) renders
+    best: str | None = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        found = attempt(without(mid))
+        if found is not None:
+            best, hi = found, mid - 1
+        else:
+            lo = mid + 1
+    if best is not None:
+        return best
+    return _cut_to_tokens(_render_sections(without(len(victims)), dropped, gone), max_tokens)
+
+
+#: A bullet with nothing after it, or a heading with no entry, at the end of a cut text.
+_DANGLING_RE = re.compile(r"(?:\n(?:-|##[^\n]*))+$")
 
 
 def fits_sections(
@@ -345,7 +452,11 @@ def fits_sections(
 
 
 def _settle(
-    sections: list[tuple[str, list[str]]], order: list[int], k: int, max_tokens: int
+    sections: list[tuple[str, list[str]]],
+    order: list[int],
+    k: int,
+    max_tokens: int,
+    protect: Sequence[int] = (),
 ) -> str:
     """From the estimated ``k`` drops, step to the fewest drops whose text really fits."""
 
@@ -364,6 +475,8 @@ def _settle(
             text = _render_sections(sections, dropped)
             if _tokens(text) <= max_tokens:
                 return text
+        if protect:
+            return _squeeze(sections, dropped, protect, max_tokens)
         return _cut_to_tokens(text, max_tokens)
     while k > 0:  # the estimate was high: put entries back while the text still fits
         dropped[order[k - 1]] -= 1

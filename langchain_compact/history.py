@@ -35,6 +35,7 @@ __all__ = [
     "is_summary",
     "last_boundary_index",
     "newest_request_index",
+    "open_request_index",
     "original_task_index",
     "repair_history",
     "repair_report",
@@ -580,3 +581,29 @@ def newest_request_index(messages: Sequence[BaseMessage]) -> int:
         if isinstance(msg, HumanMessage) and kind_of(msg) not in (KIND_SUMMARY, KIND_STOP):
             return i
     return -1
+
+
+def open_request_index(messages: Sequence[BaseMessage]) -> int:
+    """Index of the user's current request while the model is still working on it: the
+    :func:`newest_request_index` when no final answer (an ``AIMessage`` without tool calls)
+    follows it, ``-1`` otherwise. A sub-agent handed its subtask reads it on its first call
+    and works on it with tool calls for many more: the subtask is its current request all
+    that time, and a compaction keeps it verbatim after the summary like an unread request
+    (the task a supervisor was given stays pinned ahead of it). Once answered it is
+    summarisable like any other message.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        >>> call = AIMessage("", tool_calls=[{"name": "ls", "args": {}, "id": "c1"}])
+        >>> open_request_index([HumanMessage("go"), call, ToolMessage("x", tool_call_id="c1")])
+        0
+        >>> open_request_index([HumanMessage("go"), AIMessage("done")])
+        -1
+    """
+    request = newest_request_index(messages)
+    if request < 0:
+        return -1
+    for msg in messages[request + 1 :]:
+        if isinstance(msg, AIMessage) and not tool_calls_of(msg):
+            return -1
+    return request

@@ -120,7 +120,9 @@ def focus_instructions(focus: str) -> str:
     )
 
 
-_SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
+#: A sentence: up to a full stop that ends it (one followed by a space or the end; the dot
+#: of ``report.md`` or ``v2.1`` does not end a sentence).
+_SENTENCE_RE = re.compile(r"(?:[^.!?。！？\n]|[.!?](?=[^\s.!?]))+[.!?。！？]?")
 
 
 @runtime_checkable
@@ -448,8 +450,9 @@ class ExtractiveSummarizer:
                     )
                     continue
                 goal.append("user: " + _clip(text, 400))
+                # The user's words are clipped; each constraint they state stays whole.
                 goal.extend(
-                    "constraint: " + _clip(s.strip(), 300)
+                    "constraint: " + " ".join(s.split())
                     for s in _SENTENCE_RE.findall(text)
                     if CONSTRAINT_RE.search(s) and len(text) > 400
                 )
@@ -508,8 +511,14 @@ class ExtractiveSummarizer:
             # A merge of summaries: dense, and over the bound the calls and prose go first,
             # the facts last (a call's arguments repeat facts the merged summaries state).
             return condense_summary(fit_sections(sections, 1 << 30), max_tokens)
-        # Facts and the goal are dropped last: the calls and status are recoverable from them.
-        return fit_sections(_shed(sections, max_tokens), max_tokens, weights=_SECTION_WEIGHTS)
+        # Facts are dropped last but for the goal and constraints, which are never cut
+        # mid-entry: the calls and status are recoverable from the facts. A bound too small
+        # for every section sheds whole sections first (_shed), so weights follow the titles.
+        shed = _shed(sections, max_tokens)
+        weight_of = dict(zip((t for t, _ in sections), _SECTION_WEIGHTS, strict=True))
+        weights = [weight_of[t] for t, _ in shed]
+        protect = (0,) if shed and shed[0][0] == sections[0][0] else ()
+        return fit_sections(shed, max_tokens, weights=weights, protect=protect)
 
     async def asummarize(
         self, messages: Sequence[BaseMessage], *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS

@@ -36,6 +36,7 @@ from pydantic import Field, SkipValidation
 from langchain_compact import (
     CompactionConfig,
     CompactionMiddleware,
+    ExtractiveSummarizer,
     StoreArchive,
     add_compaction,
     create_compacting_agent,
@@ -144,6 +145,7 @@ def graph_worker(model: Worker, archive: StoreArchive, share: bool = False) -> A
         config=_config(model, share),
         archive=archive,
         recall_tool=False,
+        summarizer=ExtractiveSummarizer(),  # a scripted model cannot write summaries
     )
 
 
@@ -367,6 +369,7 @@ def test_an_interrupt_inside_a_worker_resumes_with_its_view() -> None:
         config=CompactionConfig(context_window=window),
         archive=archive,
         recall_tool=False,
+        summarizer=ExtractiveSummarizer(),  # a scripted model cannot write summaries
     )
     parent = supervisor(worker, model, seen, subtasks=1, checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "hitl"}, "recursion_limit": 300}

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_compact import SummarizerError
 from langchain_compact.budget import MIN_SUMMARY_TOKENS
 from langchain_compact.demo import DependentTask
-from langchain_compact.markers import KIND_CLEARED, kind_of
+from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of, with_meta
 from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.summarizers import (
     DEFAULT_SUMMARY_PROMPT,
@@ -394,3 +394,78 @@ def test_identical_payloads_get_identical_references() -> None:
     assert one == two != other
     assert block_reference({"type": "text", "text": "x"}) is None
     assert block_reference({"type": "audio_clip"}) == "[audio_clip block]"
+
+
+# ----------------------------------------------------------------- hard constraints kept
+
+SUBTASK = (
+    "Original task: a 20-step dependent computation.\nTotal steps: 20\nStarting value: 43414\n"
+    "Rule: for step k, call run_step(step=k, previous=<value of step k-1>); step 1 uses the "
+    "starting value as previous. Each call prints a long log that ends with the line "
+    "`RESULT step=<k> value=<v>`.\nHard constraint: the final report must begin with "
+    "`REPORT QH-2853` and then list every step's value as `step K = V`, one line per step, "
+    "steps 1 to 20."
+)
+CONSTRAINT = (
+    "Hard constraint: the final report must begin with `REPORT QH-2853` and then list every "
+    "step's value as `step K = V`, one line per step, steps 1 to 20."
+)
+
+
+def _worked(task: str, steps: int, first: int = 1) -> list[BaseMessage]:
+    msgs: list[BaseMessage] = [HumanMessage(task, id="sub")]
+    for k in range(first, first + steps):
+        call = {"name": "run_step", "args": {"step": k, "previous": 43414}, "id": f"c{k}"}
+        msgs.append(AIMessage("", tool_calls=[call], id=f"a{k}"))
+        log = "log line\n" * 30 + f"RESULT step={k} ticket=QX-{k * 1111}"
+        msgs.append(ToolMessage(log, tool_call_id=f"c{k}", name="run_step", id=f"t{k}"))
+    return msgs
+
+
+@pytest.mark.parametrize("bound", [80, 120, 200])
+def test_a_tight_summary_keeps_every_constraint_sentence_whole(bound: int) -> None:
+    """The goal section goes last: the other sections' entries go first, and the user's
+    clipped words are cut shorter, but the constraint sentence stays whole (it was dropped,
+    and the user's words cut mid-sentence, when the summary was tight)."""
+    text = ExtractiveSummarizer().summarize(_worked(SUBTASK, 3), max_tokens=bound)
+    assert "constraint: " + CONSTRAINT in text
+    assert approximate_tokens([HumanMessage(text)]) <= bound
+
+
+def test_a_constraint_sentence_is_never_clipped() -> None:
+    long_rule = (
+        "You must write the report to /srv/out/report.md with one line per service, naming "
+        + ", ".join(f"service-{k}" for k in range(40))
+        + ", and never restart any of them."
+    )
+    task = "Audit the fleet. " + "Background detail. " * 25 + long_rule
+    text = ExtractiveSummarizer().summarize(_worked(task, 2), max_tokens=2000)
+    assert "constraint: " + long_rule in text
+
+
+def test_a_merge_keeps_the_constraints_of_the_summaries_it_merges() -> None:
+    """A dense merge drops facts before the goal section's lines, and never a constraint."""
+    summarizer = ExtractiveSummarizer()
+    first = summarizer.summarize(_worked(SUBTASK, 3), max_tokens=2000)
+    later = [summarizer.summarize(_worked("", 8, first)[1:], max_tokens=2000) for first in (4, 12)]
+    summaries = [
+        with_meta(HumanMessage(t, id=f"s{i}"), kind=KIND_SUMMARY)
+        for i, t in enumerate([first, *later])
+    ]
+    merged = summarizer.summarize(summaries, max_tokens=120)
+    assert CONSTRAINT in merged
+    assert "older entries omitted" in merged  # facts went instead
+
+
+def test_constraints_past_the_bound_go_whole_oldest_first_and_the_bound_holds() -> None:
+    msgs: list[BaseMessage] = []
+    for k in range(300):
+        rule = f"You must never touch shard {k}."
+        msgs += [HumanMessage(f"Request {k}: " + "Background detail. " * 25 + rule)]
+        msgs.append(AIMessage(f"ok {k}"))
+    text = ExtractiveSummarizer().summarize(msgs, max_tokens=200)
+    assert approximate_tokens([HumanMessage(text)]) <= 200
+    assert "constraint: You must never touch shard 299." in text  # the newest stays
+    assert "older entries omitted; archived" in text
+    kept = [ln for ln in text.splitlines() if ln.startswith("- constraint: ")]
+    assert kept and all(ln.endswith(".") for ln in kept)  # none cut mid-sentence
