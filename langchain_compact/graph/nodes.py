@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -43,6 +43,14 @@ logger = logging.getLogger("langchain_compact")
 #: Model inputs the gate let through and the model node has not started on yet, remembered
 #: at most (one per run in flight; an entry the node never reaches, after an error, ages out).
 GATED_REMEMBERED = 256
+
+
+class _Calls(NamedTuple):
+    """A node's sync and async calls (``invoke(state, config)``, ``ainvoke(state, config)``):
+    a runnable's own methods, or a wrapper's functions called without a runnable layer."""
+
+    invoke: Callable[[Any, RunnableConfig], Any]
+    ainvoke: Callable[[Any, RunnableConfig], Awaitable[Any]]
 
 
 class CompactionNodes:
@@ -202,7 +210,7 @@ class CompactionNodes:
         self,
         turn: Turn,
         state: Any,
-        node: Runnable[Any, Any],
+        node: Runnable[Any, Any] | _Calls,
         config: Any,
         owner: str | None,
         shared: Sequence[BaseMessage],
@@ -214,7 +222,7 @@ class CompactionNodes:
         out = node.invoke(self._retry_state(state, turn), config)
         return self._merged(turn, out, owner, shared)
 
-    def entry(self, node: Runnable[Any, Any], name: str) -> RunnableLambda[Any, Any]:
+    def entry(self, node: Runnable[Any, Any] | _Calls, name: str) -> RunnableLambda[Any, Any]:
         """The model node wrapped so that a call that did not come through the gate (the
         routing edge in front of the model) gets the whole turn at its entry: a node
         returning ``Command(goto=<model node>)`` (a human review's reject), a ``Send`` to
@@ -369,6 +377,13 @@ class CompactionNodes:
         this package's ``ContextOverflowError`` (also a langchain-core one) is raised: a
         wrapper cannot send the run to the stop node without changing the edges the node's
         own update leads to."""
+        guarded = self.guard_calls(node)
+        return RunnableLambda(guarded.invoke, afunc=guarded.ainvoke, name=name)
+
+    def guard_calls(self, node: Runnable[Any, Any]) -> _Calls:
+        """:meth:`guard`'s two functions, to be called without a runnable layer of their own
+        (:meth:`entry` calls them directly: one traced run and one callback setup fewer per
+        model call)."""
 
         def call(state: Any, config: RunnableConfig) -> Any:
             try:
@@ -394,7 +409,7 @@ class CompactionNodes:
                 out = await node.ainvoke(retry, config)
                 return self._merged(turn, out, self._owner(config), state[self.key])
 
-        return RunnableLambda(call, afunc=acall, name=name)
+        return _Calls(call, acall)
 
     def _overflowed(self, state: Mapping[str, Any], config: RunnableConfig, exc: Exception) -> Turn:
         messages = self._messages(dict(state))

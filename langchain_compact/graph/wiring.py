@@ -144,9 +144,9 @@ def add_compaction(
     gate = names["micro"]
     model_spec = builder.nodes[model_node]
     if isinstance(model_spec.runnable, Runnable):  # add_node coerced it
-        inner = model_spec.runnable
-        if overflow_retry:
-            inner = nodes.guard(inner, model_node)
+        inner: Any = model_spec.runnable
+        if overflow_retry:  # called by the entry directly: no runnable layer of its own
+            inner = nodes.guard_calls(inner)
         # A Command(goto=model_node) or a Send is not an edge to redirect: the node's entry
         # runs the turn for a call that did not come through the gate.
         entered = nodes.entry(inner, model_node)
