@@ -278,26 +278,35 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if unknown:
         parser.error(f"unknown systems {unknown}; choose from {[*ADAPTERS, 'drop_all']}")
     t0 = time.perf_counter()
+    command = "python -m bench.probes " + " ".join(argv if argv is not None else sys.argv[1:])
+    result: dict[str, Any] = {}
     with models(args) as (description, make_summarizer, agent):
-        runs = []
+        runs: list[dict[str, Any]] = []
         for name in systems:
+            summary_model = make_summarizer()
             run = run_system(
-                name, summary_model=make_summarizer(), agent=agent, seed=args.seed, **settings
+                name, summary_model=summary_model, agent=agent, seed=args.seed, **settings
             )
             print(f"{name}: {run['compactions']} compactions in {run['turns']} turns, "
                   f"{run['seconds']} s", file=sys.stderr)  # fmt: skip
             runs.append(run)
-    result = {
-        "command": "python -m bench.probes " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "model": description,
-        "settings": {**settings, "checkpoints": list(settings["checkpoints"]), "seed": args.seed},
-        "seconds": round(time.perf_counter() - t0, 1),
-        "runs": runs,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    if args.out == RESULTS:
-        write_docs(result)
+            result = {
+                "command": command.strip(),
+                "model": description,
+                "settings": {
+                    **settings,
+                    "checkpoints": list(settings["checkpoints"]),
+                    "seed": args.seed,
+                },
+                "seconds": round(time.perf_counter() - t0, 1),
+                "runs": runs,
+                "complete": len(runs) == len(systems),
+            }
+            # written after every system, so a long run that is stopped keeps what it measured
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+            if args.out == RESULTS:
+                write_docs(result)
     print(table(result))
     return result
 
