@@ -51,11 +51,12 @@ from bench._probe_script import (
     LoggedChatModel,
     Plant,
     check,
+    fact_lines,
     opening,
     probe_input,
     script,
 )
-from bench.metrics import TruthCounter
+from bench.metrics import TruthCounter, message_texts
 from bench.peers import ADAPTERS, LABELS, Adapter, Budget, Prepared, with_usage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,6 +88,13 @@ def _adapter(name: str, budget: Budget, summary_model: BaseChatModel) -> Adapter
     if name == "drop_all":
         return DropAll(budget, summary_model)  # type: ignore[arg-type]
     return ADAPTERS[name](budget, summary_model)  # type: ignore[arg-type]
+
+
+def context_text(messages: Sequence[BaseMessage]) -> str:
+    """Every text of ``messages`` plus their file operations as ``created|edited <path>``
+    lines: what the checker reads to tell whether the context still holds an answer."""
+    texts = [t for m in messages for t in message_texts(m)]
+    return "\n".join([*texts, *fact_lines(messages)])
 
 
 def run_system(
@@ -130,12 +138,15 @@ def run_system(
             continue
         want.pop(0)
         probes: dict[str, Any] = {}
+        context = context_text(prepared.model_input)
         for kind in KINDS:
             answer = str(agent.invoke(probe_input(prepared.model_input, kind)).content)
             items = check(kind, answer, plant)
+            held = check(kind, context, plant)
             probes[kind] = {
                 "score": sum(items.values()) / len(items),
                 "items": items,
+                "in_context": sum(held.values()) / len(held),
                 "answer": answer[:400],
             }
         points.append(
@@ -196,14 +207,19 @@ def models(args: argparse.Namespace) -> Iterator[tuple[str, Any, Any]]:
 def _cell(run: dict[str, Any], k: int, kind: str) -> str:
     for point in run["checkpoints"]:
         if point["compactions"] == k:
-            items = point["probes"][kind]["items"]
-            return f"{sum(items.values())}/{len(items)}"
+            probe = point["probes"][kind]
+            n = len(probe["items"])
+            return f"{sum(probe['items'].values())}/{n} ({round(probe['in_context'] * n)}/{n})"
     return "n/r"
 
 
 def _mean(run: dict[str, Any], kind: str) -> str:
-    scores = [p["probes"][kind]["score"] for p in run["checkpoints"]]
-    return f"{sum(scores) / len(scores):.2f}" if scores else "n/r"
+    points = [p["probes"][kind] for p in run["checkpoints"]]
+    if not points:
+        return "n/r"
+    answered = sum(p["score"] for p in points) / len(points)
+    held = sum(p["in_context"] for p in points) / len(points)
+    return f"{answered:.2f} ({held:.2f})"
 
 
 def table(result: dict[str, Any]) -> str:
@@ -228,7 +244,8 @@ def table(result: dict[str, Any]) -> str:
         "once in the task; after the 1st, 5th, 10th and 20th compaction the agent model "
         "answers one probe per kind on the compacted context, checked by regex against the "
         "planted values. Fact columns: the share of items stated, averaged over the "
-        "checkpoints reached; constraint columns: constraints stated of "
+        "checkpoints reached, and in brackets the share the compacted context itself still "
+        "holds (the same check on its text); constraint columns: constraints stated of "
         f"{len(CONSTRAINTS)} (n/r: that many compactions not reached in "
         f"{s['max_turns']} turns).\n\n" + "\n".join(rows) + "\n"
     )

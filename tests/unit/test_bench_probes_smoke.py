@@ -31,6 +31,8 @@ def test_every_system_probed_at_every_checkpoint(result: dict) -> None:
         assert [p["compactions"] for p in run["checkpoints"]] == ks
         for point in run["checkpoints"]:
             assert set(point["probes"]) == set(KINDS)
+            for probe in point["probes"].values():
+                assert 0 <= probe["in_context"] <= 1
             constraints = point["probes"]["constraints"]["items"]
             assert set(constraints) == {name for name, _, _ in CONSTRAINTS}
 
@@ -50,6 +52,7 @@ def test_checker_fails_a_system_that_drops_everything(result: dict) -> None:
     drop = next(r for r in result["runs"] if r["system"] == "drop_all")
     for point in drop["checkpoints"]:
         assert all(p["score"] == 0 for p in point["probes"].values()), point
+        assert all(p["in_context"] == 0 for p in point["probes"].values()), point
     # the peers keep the task's constraints with a fact-keeping summarizer: the score moves
     for run in result["runs"]:
         if run["system"] != "drop_all":
