@@ -247,7 +247,16 @@ def table(result: dict[str, Any]) -> str:
         "checkpoints reached, and in brackets the share the compacted context itself still "
         "holds (the same check on its text); constraint columns: constraints stated of "
         f"{len(CONSTRAINTS)} (n/r: that many compactions not reached in "
-        f"{s['max_turns']} turns).\n\n" + "\n".join(rows) + "\n"
+        f"{s['max_turns']} turns)."
+        + (
+            ""
+            if result.get("complete", True)
+            else " The run was stopped before every system it was asked for had run; the "
+            "rows are the systems that finished."
+        )
+        + "\n\n"
+        + "\n".join(rows)
+        + "\n"
     )
 
 
