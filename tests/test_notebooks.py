@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import ast
 import itertools
+import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from functools import cache
@@ -75,9 +77,20 @@ def _execute(path: Path) -> tuple[nbformat.NotebookNode, float]:
         record_timing=False,  # no timestamps in the saved notebook
         resources={"metadata": {"path": str(NOTEBOOK_DIR)}},
     )
-    started = time.monotonic()
-    client.execute()
-    return nb, time.monotonic() - started
+    # Each notebook starts with no memory: its own archive folder (the kernel inherits the
+    # environment), in the test and in the regeneration alike. Runs without a thread id share
+    # the default archive's thread, so one notebook's run would otherwise seed the next one's.
+    before = os.environ.get("LANGCHAIN_COMPACT_ARCHIVE_DIR")
+    os.environ["LANGCHAIN_COMPACT_ARCHIVE_DIR"] = tempfile.mkdtemp(prefix="lc-notebook-")
+    try:
+        started = time.monotonic()
+        client.execute()
+        return nb, time.monotonic() - started
+    finally:
+        if before is None:
+            os.environ.pop("LANGCHAIN_COMPACT_ARCHIVE_DIR", None)
+        else:
+            os.environ["LANGCHAIN_COMPACT_ARCHIVE_DIR"] = before
 
 
 @cache
