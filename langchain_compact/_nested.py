@@ -72,13 +72,9 @@ def in_nested_run() -> bool:
     :data:`NS_SEP`), whether or not its compaction stays private; ``False`` outside a run
     or without LangGraph."""
     try:
-        from langgraph.config import get_config
-
-        configurable = get_config().get("configurable") or {}
-    except (ImportError, RuntimeError):
+        return current_owner() is not None
+    except ImportError:
         return False
-    ns = configurable.get("checkpoint_ns") if isinstance(configurable, Mapping) else None
-    return isinstance(ns, str) and NS_SEP in ns
 
 
 def view_of(shared: Sequence[BaseMessage], record: Any, owner: str | None) -> Sequence[BaseMessage]:
