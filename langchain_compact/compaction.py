@@ -161,10 +161,10 @@ def _raised_trigger(boundary_meta: dict[str, Any], config: CompactionConfig) -> 
     """:func:`effective_trigger` given the newest boundary's marker dict."""
     trigger = _trigger(config)
     after = boundary_meta.get("tokens_after")
-    fit = config.fit_tokens or trigger
-    if not isinstance(after, int) or after < trigger:
+    budget = config.budget  # known: the trigger is
+    if not isinstance(after, int) or budget is None:
         return trigger
-    return max(trigger, min(fit, (after + fit) // 2))
+    return budget.raised_trigger(after)
 
 
 def decide(
@@ -201,7 +201,7 @@ def decide(
         tokens = context_tokens(messages, counter=counter, tools=tools)
     fit = config.fit_tokens or trigger
     window = config.context_window or fit
-    fold_limit = config._tokens(config.fold_ratio)
+    fold_limit = None if config.budget is None else config.budget.fold
     removed = removed_since_boundary(messages) if facts is None else facts.removed_since
     fold = fold_limit is not None and removed >= fold_limit
     if not fold and tokens < trigger:

@@ -69,7 +69,7 @@ from langchain_compact._prepare import (
 )
 from langchain_compact._refed import without_refed
 from langchain_compact._scan import boundary_meta, history_facts
-from langchain_compact.budget import MIN_SUMMARY_TOKENS
+from langchain_compact.budget import MIN_SUMMARY_TOKENS, Budget
 from langchain_compact.compaction import (
     CompactionResult,
     Decision,
@@ -590,7 +590,7 @@ class Compactor:
                 decision = decide(
                     messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
                 )
-        elif decision.action == "continue" and self._near(decision.tokens, fit):
+        elif decision.action == "continue" and self._near(decision.tokens, config.budget):
             # The call goes out on this count: near the fit limit a scaled estimate is
             # confirmed first (tokens.CONFIRM_MARGIN), and an exact floor over the fit limit
             # decides (under it the call fits, and compaction keeps its timing).
@@ -619,13 +619,13 @@ class Compactor:
             calibrated=(1.0, 0),
         )
 
-    def _near(self, tokens: int, fit: int | None) -> bool:
+    def _near(self, tokens: int, budget: Budget | None) -> bool:
         """Whether ``tokens`` (counted by the configured counter, not tiktoken) is within
-        :data:`~langchain_compact.tokens.CONFIRM_MARGIN` of the fit limit ``fit``."""
+        :data:`~langchain_compact.tokens.CONFIRM_MARGIN` of the budget's fit limit."""
         return (
-            fit is not None
+            budget is not None
             and not isinstance(self.counter, TiktokenCounter)
-            and tokens > (1 - CONFIRM_MARGIN) * fit
+            and budget.near_fit(tokens, CONFIRM_MARGIN)
         )
 
     def after_compaction(self, messages: Sequence[BaseMessage]) -> Literal["continue", "stop"]:

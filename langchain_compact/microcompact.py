@@ -44,6 +44,7 @@ from langchain_compact._scan import history_facts, holding
 from langchain_compact.budget import OBSERVATION_CHARS, chars_for_tokens
 from langchain_compact.config import (
     DEFAULT_LARGE_TOOL_RESULT_CHARS,
+    DEFAULT_LARGE_TOOL_RESULT_KEEP_CHARS,
     DEFAULT_MICRO_KEEP,
     DEFAULT_MICRO_MIN_CHARS,
     CompactionConfig,
@@ -569,7 +570,7 @@ def truncate_large_tool_results(
     messages: Sequence[BaseMessage],
     *,
     max_chars: int,
-    keep_chars: int = 2_000,
+    keep_chars: int = DEFAULT_LARGE_TOOL_RESULT_KEEP_CHARS,
     digest: Callable[[str], str] | None = None,
     notice: str | None = None,
     archived: bool = True,
@@ -654,9 +655,10 @@ def large_result_limit(config: CompactionConfig, counter: TokenCounter) -> tuple
     ``"chars"`` (explicit ``large_tool_result_chars``, or no known window) or ``"tokens"``."""
     if config.large_tool_result_chars is not None:
         return config.large_tool_result_chars, "chars"
-    if config.context_window is None:
+    budget = config.budget
+    if budget is None:
         return DEFAULT_LARGE_TOOL_RESULT_CHARS, "chars"
-    return int(config.context_window * config.large_result_ratio), "tokens"
+    return budget.large_result, "tokens"
 
 
 @dataclass(frozen=True, slots=True)
@@ -972,7 +974,8 @@ def _fit_unread(
     # What else the next call carries beside the unread batch and the fixed part, and the
     # summary a compaction of that rest will write (so the digest leaves it room).
     rest = max(0, budget.tokens - batch - fixed)
-    room = fit - fixed - rest - min(config.summary_max_tokens, fit // 10)
+    rooms = config.budget  # known: ``fit`` is its fit
+    room = fit - fixed - rest - (0 if rooms is None else rooms.next_summary)
     if batch <= room:
         return
     new = shrink_unread(
@@ -1153,7 +1156,7 @@ def cut_task(
     """``(index, replacement)`` of the original task cut to head + tail + key lines when it
     is over ``task_max_ratio`` of the window; ``None`` otherwise. The caller archives it."""
     i = original_task_index(out) if config.pin_original_task else -1
-    limit = config._tokens(config.task_max_ratio)
+    limit = None if config.budget is None else config.budget.task_max
     if i < 0 or limit is None or kind_of(out[i]) in _DONE:
         return None
     msg = out[i]

@@ -314,7 +314,9 @@ def run_demo(
                 checkpointer=saver,
             )
         else:
-            budget = trigger - approximate_tokens([], tools=tools)
+            rooms = config.budget
+            fixed = approximate_tokens([], tools=tools)
+            budget = trigger - fixed if rooms is None else rooms.room(fixed)
             agent = _truncating_agent(
                 model, tools, budget=budget, system_prompt=system_prompt, checkpointer=saver
             )
