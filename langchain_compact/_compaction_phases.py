@@ -482,8 +482,8 @@ def summarize_span(
         job.prepared_text,
         job.prepared_covers,
     )
-    fit = draft.config.fit_tokens
-    restore_budget = 0 if fit is None else max(0, fit - draft.counter(span) - draft.bound)
+    rooms = draft.config.budget
+    restore_budget = 0 if rooms is None else rooms.restore(draft.counter(span), draft.bound)
     readable = yield from restore_originals(
         span, draft.archive, draft.thread_id, restore_budget, draft.counter
     )

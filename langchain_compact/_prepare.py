@@ -231,8 +231,8 @@ def prepare_steps(
     full = summary_bound(config)
     at_trigger = Plan(head=plan.head, span=[], tail=[*plan.tail, *plan.tail])
     bound = max(full // 2, expected_bound(messages, at_trigger, config, counter, tools))
-    fit = config.fit_tokens
-    budget = 0 if fit is None else max(0, fit - counter(span) - bound)
+    rooms = config.budget
+    budget = 0 if rooms is None else rooms.restore(counter(span), bound)
     if archive is None:
         # What the trigger will read: by then micro-compaction has cleared these read
         # results, and without an archive nothing restores them for the summarizer.

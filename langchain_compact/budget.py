@@ -333,6 +333,13 @@ class Budget:
         """The smallest fidelity supplement worth adding: a couple of constraint lines."""
         return MIN_SUPPLEMENT_TOKENS
 
+    def restore(self, span: int, bound: int) -> int:
+        """How much of a span's cleared originals the summarizer may read restored: what
+        :attr:`fit` leaves beside the span (``span`` tokens) and the summary it writes
+        (``bound``). The summarizer's own call must fit; originals past it are read as their
+        placeholders (their facts)."""
+        return max(0, self.fit - span - bound)
+
     def unread_share(self, fixed: int) -> int:
         """The least room an unread result that cannot fit whole keeps as a digest: a
         quarter of what the fit limit leaves beside the fixed part. The model has not read

@@ -314,9 +314,8 @@ def run_demo(
                 checkpointer=saver,
             )
         else:
-            rooms = config.budget
-            fixed = approximate_tokens([], tools=tools)
-            budget = trigger - fixed if rooms is None else rooms.room(fixed)
+            rooms = config.budget  # what the trigger leaves beside the tool schemas
+            budget = 0 if rooms is None else rooms.room(approximate_tokens([], tools=tools))
             agent = _truncating_agent(
                 model, tools, budget=budget, system_prompt=system_prompt, checkpointer=saver
             )

@@ -110,6 +110,17 @@ def test_the_rooms_beside_a_fixed_part(
     )
 
 
+# (span, summary bound) -> the restored originals the summarizer may read: fit - span - bound
+RESTORE = [(8_000, 3_000, 1_000, 3_600), (8_000, 7_000, 1_000, 0), (128_000, 50_000, 2_000, 71_904)]
+
+
+@pytest.mark.parametrize(("window", "span", "bound", "restore"), RESTORE)
+def test_the_originals_restored_for_the_summarizer(
+    window: int, span: int, bound: int, restore: int
+) -> None:
+    assert Budget(window=window).restore(span, bound) == restore
+
+
 # new summary's tokens -> merge bound (summaries - new, at least half of summaries, at least 64),
 # the summarizer's bound (at most half of summaries), the dense part (a quarter of summaries)
 MERGES = [

@@ -315,3 +315,16 @@ def test_the_config_defaults_are_the_budgets() -> None:
     for f in shared:
         assert config[f.name] == f.default, f.name
     assert CompactionConfig(context_window=128_000).budget == Budget(window=128_000)
+
+
+def test_every_rule_has_its_row_in_the_design() -> None:
+    """docs/design.md ("The budget") gives each rule its value and its reason, one row each."""
+    text = (ROOT.parent / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text.split("## The budget\n", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        line.split("|")[1].strip().strip("`").split("(")[0]
+        for line in section.splitlines()
+        if line.startswith("| `")
+    }
+    assert sorted(set(_public_rules()) - rows) == []
+    assert sorted(rows - set(_public_rules())) == []
