@@ -365,8 +365,8 @@ def use_prepared(
     if not rest:
         return Use(plan, prepared.text, covers, "used")
     after = tokens_before - counter(plan.span[:covers]) + counter_text(prepared.text, counter)
-    trigger, start = config.trigger_tokens, config.prepare_tokens
-    if trigger is not None and start is not None and after <= (trigger + start) // 2:
+    rooms = config.budget
+    if rooms is not None and after <= rooms.prepared_keeps_newer:
         kept = Plan(head=plan.head, span=plan.span[:covers], tail=[*rest, *plan.tail])
         return Use(kept, prepared.text, covers, f"used, {len(rest)} newer messages kept")
     return Use(plan, prepared.text, covers, f"used + key lines of {len(rest)} newer messages")

@@ -205,6 +205,15 @@ class Budget:
         return min(self.trigger, int(self.window * self.prepare_ratio))
 
     @property
+    def prepared_keeps_newer(self) -> int:
+        """A prepared summary used at the trigger leaves the messages the span took on since
+        it was prepared in the kept tail when the compacted context ends at most here:
+        halfway between :attr:`prepare` and :attr:`trigger` (well under the trigger, so the
+        next turns do not compact again at once); past it they get a short incremental
+        summary."""
+        return (self.trigger + self.prepare) // 2
+
+    @property
     def fold(self) -> int:
         """Tokens of originals cleared since the last compaction that make a compaction fold
         them into a summary, even under the trigger: a placeholder keeps a result's facts,
