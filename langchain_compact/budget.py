@@ -13,6 +13,10 @@ Example:
     121760
     >>> b.unread_share(fixed=2_000)  # an unread result that cannot fit keeps at least this
     30476
+    >>> b.task_max, b.large_result, b.summaries, b.summary_bound, b.facts
+    (32000, 25600, 32000, 2000, 8000)
+    >>> b.raised_trigger(after=110_000)  # a compaction left 110,000: halfway to the fit
+    116952
 """
 
 from __future__ import annotations
