@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -358,3 +359,281 @@ class Budget:
         quarter of what the fit limit leaves beside the fixed part. The model has not read
         it yet: a digest of a few lines would make it act on what it never saw."""
         return max(0, self.fit - fixed) // 4
+
+
+# ====================================================================== when
+# The decisions over one turn's numbers: plain numbers in (:class:`TurnNumbers`, gathered once
+# by the caller), a verdict out. Nothing here reads a message, counts a token or emits an
+# event; ``compaction.decide`` and ``core.Compactor`` gather the numbers and act.
+
+MIN_SHRINK = 0.01
+"""A compaction that frees at most this share of the context it found is not applied while
+that context fits the next call (:func:`worth_applying`): the counts are estimates (the
+provider's may differ by about as much), and it would break the prompt cache for nothing."""
+
+Action = Literal["continue", "compact", "stop"]
+Need = Literal["info", "plan", "span_removed", "span_tokens"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnNumbers:
+    """The numbers one decision reads, gathered once (tokens).
+
+    The last four groups are asked for only when the decision reaches them (a
+    :class:`Verdict` with ``need`` set): ``None`` means not gathered yet.
+    """
+
+    tokens: int
+    """The context's size (the usage-anchored count, or a recount that confirmed it)."""
+    trigger: int
+    """The trigger in force (:meth:`Budget.raised_trigger` of the newest boundary)."""
+    fit: int
+    """The largest context a call may send (:attr:`Budget.fit`)."""
+    window: int
+    """The context window (for the stop reason)."""
+    fold: int
+    """Cleared originals that make a compaction due under the trigger (:attr:`Budget.fold`)."""
+    worth: int
+    """The least a span must hold to compact while the call fits
+    (:attr:`Budget.worth_compacting`)."""
+    removed: int
+    """Tokens of tool results cleared or cut since the newest compaction."""
+    cooldown_turns: int = 0
+    max_compactions: int | None = None
+    thrash_limit: int = 3
+    count: int | None = None
+    """Compactions so far (with ``turns_since`` and ``refill_streak``: ``need="info"``)."""
+    turns_since: int | None = None
+    refill_streak: int | None = None
+    has_span: bool | None = None
+    """Whether a compaction has a span to summarise (``need="plan"``)."""
+    span_removed: int | None = None
+    """Cleared originals inside that span (``need="span_removed"``)."""
+    span_tokens: int | None = None
+    """That span's size (``need="span_tokens"``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What :func:`decision` says: ``action`` and why, or the number it needs first."""
+
+    action: Action
+    reason: str
+    need: Need | None = None
+
+
+def _ask(need: Need) -> Verdict:
+    return Verdict("continue", f"needs {need}", need)
+
+
+def decision(n: TurnNumbers) -> Verdict:
+    """Continue, compact first, or stop, on one turn's numbers (docs/design.md, B6).
+
+    Compacts at the trigger, or under it when the results cleared since the last compaction
+    reach :attr:`Budget.fold` (routine upkeep: it waits out the cooldown and never spends the
+    last compaction the user allows). Stops only when a limit the user set fires
+    (``max_compactions``, the thrash guard) or the next call cannot fit and nothing is left to
+    compact. A verdict with ``need`` set asks for a number first; ask again with it.
+
+    Example:
+        >>> n = TurnNumbers(tokens=800, trigger=750, fit=950, window=1000, fold=1000,
+        ...                 worth=288, removed=0)
+        >>> decision(n).need
+        'info'
+        >>> from dataclasses import replace
+        >>> n = replace(n, count=0, turns_since=3, refill_streak=0, has_span=True, span_tokens=500)
+        >>> decision(n)
+        Verdict(action='compact', reason='800 tokens >= trigger 750', need=None)
+    """
+    over = n.tokens >= n.trigger
+    fold = n.removed >= n.fold
+    if not fold and not over:
+        return Verdict("continue", "under the trigger")
+    if n.count is None or n.turns_since is None or n.refill_streak is None:
+        return _ask("info")
+    cooling = bool(n.count) and n.turns_since < n.cooldown_turns
+    if fold and (cooling or _last_allowed(n.count + 1, n.max_compactions)):
+        fold = False
+    if not over and not fold:
+        return Verdict("continue", "under the trigger")
+    if n.has_span is None:
+        return _ask("plan")
+    if not over:
+        return _fold_due(n)
+    return _over_trigger(n, cooling)
+
+
+def _last_allowed(count: int, cap: int | None) -> bool:
+    return cap is not None and count >= cap
+
+
+def _fold_due(n: TurnNumbers) -> Verdict:
+    """Under the trigger with the cleared results due: compact if the span holds them."""
+    if not n.has_span:
+        return Verdict("continue", "cleared results wait in the tail")
+    if n.span_removed is None:
+        return _ask("span_removed")
+    if n.span_removed < n.fold:
+        return Verdict("continue", "cleared results wait in the tail")
+    return Verdict("compact", "the results cleared since the last compaction are due")
+
+
+def _over_trigger(n: TurnNumbers, cooling: bool) -> Verdict:
+    """At or over the trigger: the user's limits, then whether there is enough to compact."""
+    if _last_allowed(n.count or 0, n.max_compactions):
+        return Verdict(
+            "stop", f"the compaction limit max_compactions={n.max_compactions} is reached"
+        )
+    fits = n.tokens <= n.fit
+    if cooling and fits:
+        return Verdict("continue", "cooldown: micro-compaction only")
+    if n.count and (n.turns_since or 0) <= 1 and (n.refill_streak or 0) >= n.thrash_limit:
+        return Verdict(
+            "stop",
+            f"thrash guard: {n.thrash_limit} compactions in a row, each one model turn "
+            "after the last, left the context over the trigger and no smaller",
+        )
+    if not n.has_span:
+        if fits:  # nothing new to summarise yet, but the call still fits
+            return Verdict("continue", "over the trigger, nothing to compact yet")
+        return Verdict(
+            "stop",
+            f"the next call cannot fit: {n.tokens} tokens with {n.window - n.fit} reserved for "
+            f"the reply exceed the {n.window}-token window, and nothing is left to compact",
+        )
+    if fits:
+        if n.span_tokens is None:
+            return _ask("span_tokens")
+        if n.span_tokens < n.worth:
+            # It would pay a summarizer call and a broken prompt cache to free next to
+            # nothing: wait until the span grows, or the next call no longer fits.
+            return Verdict("continue", "over the trigger, too little to compact yet")
+    return Verdict("compact", f"{n.tokens} tokens >= trigger {n.trigger}")
+
+
+Recount = Literal["exact", "floor"]
+
+
+def recount(action: Action, tokens: int, fit: int | None, near: bool) -> Recount | None:
+    """Which exact count a decision on ``tokens`` (an estimate) must be checked against
+    before it stands: over the fit limit, a stop or a compaction is decided on tiktoken's
+    count (``"exact"``: the estimate errs high); a call going out near the fit limit
+    (``near``: :meth:`Budget.near_fit`) is checked against the exact floor (``"floor"``).
+
+    Example:
+        >>> recount("stop", 1_000, 900, False), recount("continue", 890, 900, True)
+        ('exact', 'floor')
+    """
+    if action != "continue":
+        return "exact" if fit is not None and tokens > fit else None
+    return "floor" if near else None
+
+
+def decide_again(kind: Recount, tokens: int, recounted: int | None, fit: int | None) -> bool:
+    """Whether the exact count ``recounted`` (of ``kind``, :func:`recount`) changes what the
+    decision rests on: an exact count under the estimate does; an exact floor does only over
+    the fit limit (under it the call fits, and compaction keeps its timing).
+
+    Example:
+        >>> decide_again("exact", 1_000, 950, 900), decide_again("floor", 890, 880, 900)
+        (True, False)
+    """
+    if recounted is None:
+        return False
+    if kind == "exact":
+        return recounted < tokens
+    return fit is not None and recounted > fit
+
+
+def settled(confirmed: int, fit: int, tokens_after: object) -> int:
+    """The size a compacted history is judged by when its recount is over the fit limit:
+    the compaction's own count of that list (``tokens_after``, counted on its draft with
+    tiktoken and the same calibration) settles a difference of rounding when it fits.
+
+    Example:
+        >>> settled(1_010, 1_000, 990), settled(1_010, 1_000, 1_005), settled(1_010, 1_000, None)
+        (990, 1010, 1010)
+    """
+    if isinstance(tokens_after, int) and tokens_after <= fit:
+        return min(confirmed, tokens_after)
+    return confirmed
+
+
+def after_compaction(
+    tokens: int, fit: int, trigger: int
+) -> Literal["continue", "over_trigger", "stop"]:
+    """The check after a compaction on its (confirmed, :func:`settled`) size: go on whenever
+    the next call fits; over the trigger but fitting is reported, not a stop (no new
+    compaction runs until the context grows: :meth:`Budget.raised_trigger`).
+
+    Example:
+        >>> [after_compaction(t, fit=950, trigger=750) for t in (700, 800, 960)]
+        ['continue', 'over_trigger', 'stop']
+    """
+    if tokens > fit:
+        return "stop"
+    return "over_trigger" if tokens >= trigger else "continue"
+
+
+def prepare_window(prepares: bool, action: Action, tokens: int, start: int | None) -> bool:
+    """Whether a summary may be prepared beside this call at all: preparing is on, the call
+    goes ahead, and the context is past :attr:`Budget.prepare` (``start``).
+
+    Example:
+        >>> prepare_window(True, "continue", 700, 600), prepare_window(True, "continue", 500, 600)
+        (True, False)
+    """
+    return prepares and action == "continue" and start is not None and tokens >= start
+
+
+def quiet_next_turn(
+    ahead: int, trigger: int, micro_gate: int | None, fold: int | None, removed: int
+) -> bool:
+    """Whether the next turn, at ``ahead`` tokens (the newest turn repeated), clears and
+    compacts nothing: under the micro gate (never above the trigger) with the cleared
+    results (``removed``) short of the fold. Then no summary is prepared for it.
+
+    Example:
+        >>> quiet_next_turn(600, 750, 700, 1_000, 0), quiet_next_turn(720, 750, 700, 1_000, 0)
+        (True, False)
+    """
+    gate = min(micro_gate or trigger, trigger)
+    return ahead < gate and (fold is None or removed < fold)
+
+
+def worth_applying(before: int, freed: int, fit: int | None) -> bool:
+    """Whether a compaction that frees ``freed`` of the ``before`` tokens it found is
+    applied: always when the next call does not fit as it is (keeping the history would end
+    the run), else only when it frees more than :data:`MIN_SHRINK` of the context.
+
+    Example:
+        >>> worth_applying(10_000, 50, 20_000), worth_applying(10_000, 101, 20_000)
+        (False, True)
+        >>> worth_applying(30_000, 0, 20_000)
+        True
+    """
+    fits = fit is not None and before <= fit
+    return not fits or freed > max(1, round(before * MIN_SHRINK))
+
+
+def on_demand_refusal(
+    count: int, turns_since: int, max_compactions: int | None, cooldown_turns: int
+) -> str:
+    """Why a compaction asked for now does not run (``""``: it runs): ``max_compactions``,
+    and the cooldown (at least one model turn since the last compaction, ``cooldown_turns``
+    when larger), so an agent calling the compaction tool again and again cannot loop.
+
+    Example:
+        >>> on_demand_refusal(1, 0, None, 0)
+        'a compaction ran 0 model turn(s) ago; the next one may run after 1'
+        >>> on_demand_refusal(1, 1, None, 0)
+        ''
+    """
+    if _last_allowed(count, max_compactions):
+        return f"the compaction limit max_compactions={max_compactions} is reached"
+    wait = max(1, cooldown_turns)
+    if count and turns_since < wait:
+        return (
+            f"a compaction ran {turns_since} model turn(s) ago; the next one may run after {wait}"
+        )
+    return ""

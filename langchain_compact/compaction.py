@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from langchain_compact import budget as when
 from langchain_compact._compaction_phases import Compaction, compaction_steps
 from langchain_compact._compaction_plan import (
     CompactionResult,
@@ -199,65 +200,52 @@ def decide(
             tokens = context_tokens(messages, counter=counter, tools=tools)
     elif tokens is None:
         tokens = context_tokens(messages, counter=counter, tools=tools)
-    fit = config.fit_tokens or trigger
-    window = config.context_window or fit
-    fold_limit = None if config.budget is None else config.budget.fold
-    removed = removed_since_boundary(messages) if facts is None else facts.removed_since
-    fold = fold_limit is not None and removed >= fold_limit
-    if not fold and tokens < trigger:
-        info = None
-    else:
-        info = compaction_info(messages) if facts is None else _info_of(facts)
-    if fold and info is not None:
-        # Folding is routine upkeep: it waits out the cooldown and never spends the last
-        # compaction the user allows.
-        if info.count and info.turns_since < config.cooldown_turns:
-            fold = False
-        if config.max_compactions is not None and info.count + 1 >= config.max_compactions:
-            fold = False
-    if tokens < trigger and not fold:
-        return Decision("continue", tokens, trigger, "under the trigger")
-    plan = plan_compaction(messages, config, counter, tools)
-    if tokens < trigger:  # fold the cleared results' facts into a summary, if due
-        if plan is None or removed_since_boundary(plan.span) < (fold_limit or 0):
-            return Decision("continue", tokens, trigger, "cleared results wait in the tail")
-        return Decision(
-            "compact", tokens, trigger, "the results cleared since the last compaction are due"
-        )
-    assert info is not None  # computed above whenever tokens >= trigger
-    if config.max_compactions is not None and info.count >= config.max_compactions:
-        return Decision(
-            "stop",
-            tokens,
-            trigger,
-            f"the compaction limit max_compactions={config.max_compactions} is reached",
-        )
-    if info.count and info.turns_since < config.cooldown_turns and tokens <= fit:
-        return Decision("continue", tokens, trigger, "cooldown: micro-compaction only")
-    if info.count and info.turns_since <= 1 and info.refill_streak >= config.thrash_limit:
-        return Decision(
-            "stop",
-            tokens,
-            trigger,
-            f"thrash guard: {config.thrash_limit} compactions in a row, each one model turn "
-            "after the last, left the context over the trigger and no smaller",
-        )
-    if plan is None:
-        if tokens <= fit:  # nothing new to summarise yet, but the call still fits
-            return Decision("continue", tokens, trigger, "over the trigger, nothing to compact yet")
-        return Decision(
-            "stop",
-            tokens,
-            trigger,
-            f"the next call cannot fit: {tokens} tokens with {window - fit} reserved for the "
-            f"reply exceed the {window}-token window, and nothing is left to compact",
-        )
     budget = config.budget
-    if budget is not None and tokens <= fit and counter(plan.span) < budget.worth_compacting:
-        # It would pay a summarizer call and a broken prompt cache to free next to nothing:
-        # wait until the span grows, or the next call no longer fits.
-        return Decision("continue", tokens, trigger, "over the trigger, too little to compact yet")
-    return Decision("compact", tokens, trigger, f"{tokens} tokens >= trigger {trigger}")
+    assert budget is not None  # known: the trigger is
+    fit = budget.fit or trigger
+    numbers = when.TurnNumbers(
+        tokens=tokens,
+        trigger=trigger,
+        fit=fit,
+        window=config.context_window or fit,
+        fold=budget.fold,
+        worth=budget.worth_compacting,
+        removed=removed_since_boundary(messages) if facts is None else facts.removed_since,
+        cooldown_turns=config.cooldown_turns,
+        max_compactions=config.max_compactions,
+        thrash_limit=config.thrash_limit,
+    )
+    planned: Plan | None = None  # planned once, when the decision asks
+    verdict = when.decision(numbers)
+    while verdict.need is not None:
+        if verdict.need == "plan":
+            planned = plan_compaction(messages, config, counter, tools)
+        numbers = replace(numbers, **_gathered(verdict.need, messages, facts, planned, counter))
+        verdict = when.decision(numbers)
+    return Decision(verdict.action, tokens, trigger, verdict.reason)
+
+
+def _gathered(
+    need: when.Need,
+    messages: Sequence[BaseMessage],
+    facts: HistoryFacts | None,
+    planned: Plan | None,
+    counter: TokenCounter,
+) -> dict[str, Any]:
+    """The numbers :func:`~langchain_compact.budget.decision` asks for (``need``)."""
+    if need == "info":
+        info = compaction_info(messages) if facts is None else _info_of(facts)
+        return {
+            "count": info.count,
+            "turns_since": info.turns_since,
+            "refill_streak": info.refill_streak,
+        }
+    if need == "plan":
+        return {"has_span": planned is not None}
+    assert planned is not None  # asked only when there is a span
+    if need == "span_removed":
+        return {"span_removed": removed_since_boundary(planned.span)}
+    return {"span_tokens": counter(planned.span)}
 
 
 def stop_message(messages: Sequence[BaseMessage], reason: str, *, advice: str = "") -> AIMessage:

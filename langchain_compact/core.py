@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage
 from typing_extensions import NotRequired, TypedDict
 
+from langchain_compact import budget as when
 from langchain_compact._compaction_plan import plan_compaction
 from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag
 from langchain_compact._ops import (
@@ -364,12 +365,6 @@ class MicroStep:
     """Where the changed messages are in the list, in order."""
 
 
-#: A compaction that frees at most this share of the context it found is not applied while
-#: that context fits the next call: the counts are estimates (the provider's may differ by
-#: about as much), and it would break the prompt cache for nothing.
-_MIN_SHRINK = 0.01
-
-
 def _unless_larger(
     messages: Sequence[BaseMessage],
     result: CompactionResult,
@@ -396,8 +391,7 @@ def _unless_larger(
     freed = count([m for m in messages if id(m) not in new]) - count(
         [m for m in result.messages if id(m) not in old]
     )
-    fits = fit is not None and before <= fit
-    if not fits or freed > max(1, round(before * _MIN_SHRINK)):
+    if when.worth_applying(before, freed, fit):
         # Applied. When the next call does not fit as it is, whatever it frees: keeping the
         # history would end the run, and the check after the compaction (tiktoken-confirmed)
         # judges what it left. The event says what it freed (a note when nothing).
@@ -582,23 +576,21 @@ class Compactor:
             messages, config=config, counter=self.counter, tools=self.tools, tokens=tokens
         )
         fit = config.fit_tokens
-        if decision.action != "continue" and fit is not None and decision.tokens > fit:
-            # Over the fit limit by the estimate: a stop, or a compaction however little it
-            # can take, is decided on tiktoken's count (the estimate errs high).
-            exact = self.confirmed(messages, decision.tokens)
-            if exact < decision.tokens:
-                decision = decide(
-                    messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
-                )
-        elif decision.action == "continue" and self._near(decision.tokens, config.budget):
-            # The call goes out on this count: near the fit limit a scaled estimate is
-            # confirmed first (tokens.CONFIRM_MARGIN), and an exact floor over the fit limit
-            # decides (under it the call fits, and compaction keeps its timing).
-            least = self.exact_floor(messages)
-            if least is not None and fit is not None and least > fit:
-                decision = decide(
-                    messages, config=config, counter=self.counter, tools=self.tools, tokens=least
-                )
+        near = decision.action == "continue" and self._near(decision.tokens, config.budget)
+        kind = when.recount(decision.action, decision.tokens, fit, near)
+        if kind is None:
+            return decision
+        # Over the fit limit by the estimate, a stop or a compaction is decided on tiktoken's
+        # count (the estimate errs high); near it, a call going out is checked against the
+        # exact floor (tokens.CONFIRM_MARGIN).
+        if kind == "exact":
+            exact: int | None = self.confirmed(messages, decision.tokens)
+        else:
+            exact = self.exact_floor(messages)
+        if exact is not None and when.decide_again(kind, decision.tokens, exact, fit):
+            decision = decide(
+                messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
+            )
         return decision
 
     def exact_floor(self, messages: Sequence[BaseMessage]) -> int | None:
@@ -636,17 +628,14 @@ class Compactor:
         compaction runs until the context grows (``compaction.effective_trigger``)."""
         tokens = self.count(messages)
         fit = self.config.fit_tokens or 0
-        if tokens > fit:
-            tokens = self.confirmed(messages, tokens)
-            # The compaction's own count of this very list (its draft, counted with
-            # tiktoken and the same calibration) settles a difference of rounding.
+        if tokens > fit:  # confirmed, then settled by the compaction's own count
             after = boundary_meta(messages).get("tokens_after")
-            if isinstance(after, int) and after <= fit:
-                tokens = min(tokens, after)
-            if tokens > fit:
-                return "stop"
+            tokens = when.settled(self.confirmed(messages, tokens), fit, after)
         trigger = self.config.trigger_tokens or 0
-        if tokens >= trigger:
+        verdict = when.after_compaction(tokens, fit, trigger)
+        if verdict == "stop":
+            return "stop"
+        if verdict == "over_trigger":
             emit({"event": "over_trigger", "tokens": tokens, "trigger": trigger, "fit": fit})
             logger.info(
                 "after compacting the context is %d tokens, over the trigger of %d but within "
@@ -847,9 +836,7 @@ class Compactor:
         on, the call goes ahead (``decision``) with the context past ``prepare_tokens``, and
         no usable (or failed) summary is prepared for this boundary yet."""
         start = self.config.prepare_tokens
-        if not self.prepares or decision.action != "continue" or start is None:
-            return False
-        if decision.tokens < start:
+        if not when.prepare_window(self.prepares, decision.action, decision.tokens, start):
             return False
         if not self._compaction_ahead(messages, decision.tokens):
             return False
@@ -882,9 +869,8 @@ class Compactor:
         turn = list(messages[newest:])
         ahead = tokens + self.counter(turn)
         trigger = effective_trigger(messages, cfg)
-        gate = min(cfg.micro_trigger_tokens or trigger, trigger)
-        fold = cfg.fold_tokens
-        if ahead < gate and (fold is None or removed_since_boundary(messages) < fold):
+        removed = removed_since_boundary(messages)
+        if when.quiet_next_turn(ahead, trigger, cfg.micro_trigger_tokens, cfg.fold_tokens, removed):
             return False  # nothing is cleared or compacted on the next turn
         nxt = [*messages, *repeat_turn(turn)]
         cleared = micro_compact_with_count(
@@ -1169,16 +1155,10 @@ class Compactor:
         the last compaction, ``cooldown_turns`` when larger), so an agent calling the
         compaction tool again and again cannot loop."""
         info = compaction_info(messages)
-        cap = self.config.max_compactions
-        if cap is not None and info.count >= cap:
-            return f"the compaction limit max_compactions={cap} is reached"
-        wait = max(1, self.config.cooldown_turns)
-        if info.count and info.turns_since < wait:
-            return (
-                f"a compaction ran {info.turns_since} model turn(s) ago; the next one may run "
-                f"after {wait}"
-            )
-        return ""
+        cfg = self.config
+        return when.on_demand_refusal(
+            info.count, info.turns_since, cfg.max_compactions, cfg.cooldown_turns
+        )
 
     def compact_now(
         self,
