@@ -61,6 +61,7 @@ from langchain_compact.budget import (
     MIN_SUMMARY_TOKENS,
     SUMMARY_HEADER_TOKENS,
     Budget,
+    refill_streak,
 )
 from langchain_compact.config import CompactionConfig
 from langchain_compact.history import newest_request_index
@@ -886,19 +887,15 @@ def finish(draft: _Draft, ref: str | None) -> CompactionResult:
             ratio = max(0.0, tokens_after - draft.overhead) / local
             low = least_scale(counter)
             meta["calibration"] = round(min(RATIO_BOUNDS[1], max(low, ratio)), 4)
-    # The thrash guard counts compactions in a row, each within one model turn of the last,
-    # that left the context over the trigger and no smaller than they found it: no
-    # progress. One that frees room is progress even when the next large result fills a
-    # small window again; one that folds cleared results in under the trigger is routine.
-    trigger = config.trigger_tokens
-    stuck = (
-        cause == "trigger"
-        and trigger is not None
-        and tokens_after >= trigger
-        and tokens_after >= tokens_before
+    meta["refill_streak"] = refill_streak(  # the thrash guard's count
+        by_trigger=cause == "trigger",
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        trigger=config.trigger_tokens,
+        index=index,
+        turns_since=job.turns_since,
+        previous=job.refill_streak,
     )
-    chained = index > 1 and job.turns_since <= 1
-    meta["refill_streak"] = (job.refill_streak + 1 if chained else 1) if stuck else 0
     summary = summary_message(draft.body, config, plan.span, **meta, tokens_after=tokens_after)
     new = [*draft.head, summary, *draft.tail]
     kept = {m.id for m in new}

@@ -36,12 +36,26 @@ __all__ = [
     "DEFAULT_SUMMARY_MAX_TOKENS",
     "DEFAULT_TASK_MAX_RATIO",
     "DEFAULT_TRIGGER_RATIO",
+    "MIN_SHRINK",
     "MIN_SUMMARY_TOKENS",
     "MIN_SUPPLEMENT_TOKENS",
     "OBSERVATION_CHARS",
     "SUMMARY_HEADER_TOKENS",
     "Budget",
+    "TurnNumbers",
+    "Verdict",
+    "after_compaction",
+    "at_cap",
     "chars_for_tokens",
+    "decide_again",
+    "decision",
+    "on_demand_refusal",
+    "prepare_window",
+    "quiet_next_turn",
+    "recount",
+    "refill_streak",
+    "settled",
+    "worth_applying",
 ]
 
 # ---------------------------------------------------------------------- the defaults
@@ -452,7 +466,7 @@ def decision(n: TurnNumbers) -> Verdict:
     if n.count is None or n.turns_since is None or n.refill_streak is None:
         return _ask("info")
     cooling = bool(n.count) and n.turns_since < n.cooldown_turns
-    if fold and (cooling or _last_allowed(n.count + 1, n.max_compactions)):
+    if fold and (cooling or at_cap(n.count + 1, n.max_compactions)):
         fold = False
     if not over and not fold:
         return Verdict("continue", "under the trigger")
@@ -463,8 +477,46 @@ def decision(n: TurnNumbers) -> Verdict:
     return _over_trigger(n, cooling)
 
 
-def _last_allowed(count: int, cap: int | None) -> bool:
+def at_cap(count: int, cap: int | None) -> bool:
+    """Whether ``count`` compactions reach ``max_compactions`` (``cap``; ``None``: no cap)."""
     return cap is not None and count >= cap
+
+
+def refill_streak(
+    *,
+    by_trigger: bool,
+    tokens_before: int,
+    tokens_after: int,
+    trigger: int | None,
+    index: int,
+    turns_since: int,
+    previous: int,
+) -> int:
+    """The thrash guard's count after a compaction (``index``: its number): compactions in a
+    row, each within one model turn of the last, that left the context over the trigger and
+    no smaller than they found it (no progress). One that frees room is progress even when
+    the next large result fills a small window again; one that folds cleared results in
+    under the trigger (``by_trigger`` false) is routine.
+
+    Example:
+        >>> stuck = dict(by_trigger=True, tokens_before=800, tokens_after=800, trigger=750)
+        >>> refill_streak(**stuck, index=3, turns_since=1, previous=2)
+        3
+        >>> refill_streak(**stuck, index=3, turns_since=4, previous=2)  # not in a row
+        1
+        >>> refill_streak(**{**stuck, "tokens_after": 790}, index=3, turns_since=1, previous=2)
+        0
+    """
+    stuck = (
+        by_trigger
+        and trigger is not None
+        and tokens_after >= trigger
+        and tokens_after >= tokens_before
+    )
+    if not stuck:
+        return 0
+    chained = index > 1 and turns_since <= 1
+    return previous + 1 if chained else 1
 
 
 def _fold_due(n: TurnNumbers) -> Verdict:
@@ -480,7 +532,7 @@ def _fold_due(n: TurnNumbers) -> Verdict:
 
 def _over_trigger(n: TurnNumbers, cooling: bool) -> Verdict:
     """At or over the trigger: the user's limits, then whether there is enough to compact."""
-    if _last_allowed(n.count or 0, n.max_compactions):
+    if at_cap(n.count or 0, n.max_compactions):
         return Verdict(
             "stop", f"the compaction limit max_compactions={n.max_compactions} is reached"
         )
@@ -629,7 +681,7 @@ def on_demand_refusal(
         >>> on_demand_refusal(1, 1, None, 0)
         ''
     """
-    if _last_allowed(count, max_compactions):
+    if at_cap(count, max_compactions):
         return f"the compaction limit max_compactions={max_compactions} is reached"
     wait = max(1, cooldown_turns)
     if count and turns_since < wait:

@@ -728,7 +728,7 @@ class Compactor:
         cap, fit = self.config.max_compactions, self.config.fit_tokens
         if plan is None or fit is None:
             return False
-        if cap is not None and compaction_info(messages).count >= cap:
+        if cap is not None and when.at_cap(compaction_info(messages).count, cap):
             return False
         fixed = [m for m in plan.head if kind_of(m) != KIND_SUMMARY]
         unread = messages[unread_start(messages) :]

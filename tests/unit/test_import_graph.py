@@ -254,6 +254,77 @@ def test_the_defaults_module_is_a_leaf() -> None:
     assert full[f"{PACKAGE}.errors"] == set()
 
 
+BUDGET = f"{PACKAGE}.budget"
+
+#: The settings and numbers that say when a compaction runs: outside ``budget`` no module
+#: compares a count with one of them (the decision, its limits, the check after a
+#: compaction, whether to prepare, are functions of ``budget``).
+WHEN_NAMES = frozenset(
+    {
+        "trigger",
+        "trigger_tokens",
+        "prepare_tokens",
+        "fold_tokens",
+        "cooldown_turns",
+        "max_compactions",
+        "thrash_limit",
+        "refill_streak",
+        "turns_since",
+    }
+)
+
+#: Modules that compare a count with the trigger for another purpose, and why.
+WHEN_ELSEWHERE = {
+    f"{CLI}._compact": "the CLI's report labels a compaction forced under the trigger",
+    f"{CLI}._inspect": "the CLI's inspection shows whether the trigger would fire",
+    f"{PACKAGE}.microcompact": "the clearing ladder keeps one result over the trigger (the "
+    "reduction ladder, issue 32's second bullet, owns it)",
+}
+
+
+def _when_comparisons(trees: dict[str, ast.Module]) -> list[str]:
+    """Each comparison outside ``budget`` (and :data:`WHEN_ELSEWHERE`) that reads one of
+    :data:`WHEN_NAMES` (``x is None`` aside: that asks whether a value is known)."""
+    found: list[str] = []
+    for name, tree in trees.items():
+        if name == BUDGET or name in WHEN_ELSEWHERE:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Compare):
+                continue
+            if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                continue
+            read = {
+                n.id if isinstance(n, ast.Name) else n.attr
+                for side in (node.left, *node.comparators)
+                for n in ast.walk(side)
+                if isinstance(n, (ast.Name, ast.Attribute))
+            }
+            if read & WHEN_NAMES:
+                found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_when_and_how_much_is_a_leaf() -> None:
+    """``budget`` (every size, the turn's numbers, the decisions over them) imports nothing
+    of the package, late or for type checking: every layer can ask it, and its tests are
+    tables of numbers."""
+    assert _full_graph()[BUDGET] == set()
+
+
+def test_when_compaction_runs_is_decided_in_the_budget_alone() -> None:
+    """Changing when compaction triggers touches one module: nowhere else is a count
+    compared with the trigger, the cooldown, the cap or the thrash guard."""
+    assert _when_comparisons(TREES) == []
+
+
+def test_the_check_finds_a_trigger_compared_outside_the_budget() -> None:
+    tree = ast.parse("def due(tokens, config):\n    return tokens >= config.trigger_tokens\n")
+    ok = ast.parse("def known(config):\n    return config.trigger_tokens is None\n")
+    found = _when_comparisons({f"{PACKAGE}.x": tree, f"{PACKAGE}.y": ok})
+    assert found == [f"{PACKAGE}.x:2 tokens >= config.trigger_tokens"]
+
+
 def _private_crossings(trees: dict[str, ast.Module]) -> list[str]:
     problems: list[str] = []
     for name, tree in trees.items():
