@@ -185,12 +185,36 @@ def decide(
     Stops only when a limit the user set fires (``max_compactions``, the thrash guard) or
     when the next call cannot fit (``fit_tokens``) and nothing is left to compact.
 
+    The rules are :func:`langchain_compact.budget.decision`'s, over the turn's numbers
+    (:class:`~langchain_compact.budget.TurnNumbers`); this function gathers them, once, and
+    only those the decision asks for (no plan under the trigger).
+
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> decide([HumanMessage("hi")], config=CompactionConfig(context_window=1000)).action
         'continue'
     """
     facts = history_facts(messages)  # one read of the metadata (remembered per history)
+    numbers = _numbers(messages, facts, config, counter, tools, tokens)
+    planned: Plan | None = None  # planned once, when the decision asks
+    verdict = when.decision(numbers)
+    while verdict.need is not None:
+        if verdict.need == "plan":
+            planned = plan_compaction(messages, config, counter, tools)
+        numbers = replace(numbers, **_gathered(verdict.need, messages, facts, planned, counter))
+        verdict = when.decision(numbers)
+    return Decision(verdict.action, numbers.tokens, numbers.trigger, verdict.reason)
+
+
+def _numbers(
+    messages: Sequence[BaseMessage],
+    facts: HistoryFacts | None,
+    config: CompactionConfig,
+    counter: TokenCounter,
+    tools: Sequence[Any] | None,
+    tokens: int | None,
+) -> when.TurnNumbers:
+    """The numbers every decision reads, gathered once (``tokens``: a count already made)."""
     if facts is None:
         trigger = effective_trigger(messages, config)
     else:
@@ -203,7 +227,7 @@ def decide(
     budget = config.budget
     assert budget is not None  # known: the trigger is
     fit = budget.fit or trigger
-    numbers = when.TurnNumbers(
+    return when.TurnNumbers(
         tokens=tokens,
         trigger=trigger,
         fit=fit,
@@ -215,14 +239,6 @@ def decide(
         max_compactions=config.max_compactions,
         thrash_limit=config.thrash_limit,
     )
-    planned: Plan | None = None  # planned once, when the decision asks
-    verdict = when.decision(numbers)
-    while verdict.need is not None:
-        if verdict.need == "plan":
-            planned = plan_compaction(messages, config, counter, tools)
-        numbers = replace(numbers, **_gathered(verdict.need, messages, facts, planned, counter))
-        verdict = when.decision(numbers)
-    return Decision(verdict.action, tokens, trigger, verdict.reason)
 
 
 def _gathered(

@@ -24,6 +24,7 @@ from langchain_compact.budget import (
     prepare_window,
     quiet_next_turn,
     recount,
+    refill_streak,
     settled,
     worth_applying,
 )
@@ -309,3 +310,46 @@ def test_an_on_demand_refusal(
     count: int, since: int, cap: int | None, cooldown: int, refusal: str
 ) -> None:
     assert on_demand_refusal(count, since, cap, cooldown) == refusal
+
+
+# ---------------------------------------------------------------------- the thrash guard
+
+# (by the trigger, tokens before, tokens after, trigger, compaction #, turns since, streak so far,
+#  the streak it records)
+STREAKS = [
+    (True, 800, 800, 750, 3, 1, 2, 3),  # stuck, one turn after the last: one more in a row
+    (True, 800, 900, 750, 3, 0, 2, 3),
+    (True, 800, 800, 750, 3, 2, 2, 1),  # stuck, but not within one turn: a new streak
+    (True, 800, 800, 750, 1, 0, 0, 1),  # the first compaction starts one
+    (True, 800, 799, 750, 3, 1, 2, 0),  # it freed room: progress
+    (True, 800, 749, 750, 3, 1, 2, 0),  # under the trigger: progress
+    (False, 800, 800, 750, 3, 1, 2, 0),  # folding cleared results in is routine
+    (True, 800, 800, None, 3, 1, 2, 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("by_trigger", "before", "after", "trigger", "index", "since", "previous", "streak"), STREAKS
+)
+def test_the_thrash_guards_count(
+    by_trigger: bool,
+    before: int,
+    after: int,
+    trigger: int | None,
+    index: int,
+    since: int,
+    previous: int,
+    streak: int,
+) -> None:
+    assert (
+        refill_streak(
+            by_trigger=by_trigger,
+            tokens_before=before,
+            tokens_after=after,
+            trigger=trigger,
+            index=index,
+            turns_since=since,
+            previous=previous,
+        )
+        == streak
+    )
