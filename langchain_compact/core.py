@@ -40,9 +40,7 @@ import math
 import operator
 import re
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -156,26 +154,35 @@ messages can exceed the local one (another tokenizer, the framing of messages an
 window learned too large earns a second refusal, which propagates; one learned a little
 small only reduces a little early."""
 
-#: (id of the compactor, window) while a step runs under a learned window.
-_WINDOW: ContextVar[tuple[int, int] | None] = ContextVar("langchain_compact_window", default=None)
-
 
 @dataclass(frozen=True, slots=True)
 class TurnContext:
     """What one call into the compactor (a turn, one of its stages, a compaction on demand,
     a recovery from a refusal) runs under, made by that entry point and passed down to
     every step explicitly: the events its steps report (one list, shared by the stages a
-    turn runs) and the focus of a compaction asked for on demand."""
+    turn runs), the window in force and the focus of a compaction asked for on demand."""
 
     events: list[dict[str, Any]] = field(default_factory=list)
     """What the steps reported so far, in order (a stage's :attr:`Turn.events` are those
     reported since it started, :meth:`since`)."""
     focus: str | None = None
     """What the summary keeps first (``Compactor.compact_now``); ``None``: no focus."""
+    window: int | None = None
+    """The window a provider's refusal taught, when the step runs under one
+    (:meth:`Compactor.learned_window`, :meth:`Compactor.overflow`; LCEL keeps it per
+    thread); ``None``: the configured window. :meth:`Compactor.settings` is the config
+    narrowed to it."""
 
     def since(self, start: int) -> tuple[dict[str, Any], ...]:
         """The events reported after the first ``start``."""
         return tuple(self.events[start:])
+
+    def narrowed(self, window: int | None) -> TurnContext:
+        """This context with the window narrowed to ``window`` (never widened; ``None``
+        changes nothing), the same events list."""
+        if window is None or (self.window is not None and self.window <= window):
+            return self
+        return replace(self, window=max(1, int(window)))
 
     def focusing(self, focus: str | None) -> TurnContext:
         """This context with ``focus`` (stripped; blank is none), the same events list."""
@@ -489,10 +496,16 @@ class Compactor:
 
     @property
     def config(self) -> CompactionConfig:
-        """The settings in use: the configured ones, with ``context_window`` narrowed to the
-        window learned from a provider's refusal while a step runs on a history that
-        records one (:meth:`learned_window`, :meth:`overflow`)."""
-        window = self._window()
+        """The configured settings. A step runs on :meth:`settings`: these, with
+        ``context_window`` narrowed to the window a provider's refusal taught the history
+        (:attr:`TurnContext.window`)."""
+        return self._config
+
+    def settings(self, ctx: TurnContext | None) -> CompactionConfig:
+        """The settings a step runs with: the configured ones, with ``context_window``
+        narrowed to ``ctx.window``, the window learned from a provider's refusal
+        (:meth:`learned_window`, :meth:`overflow`), when it is smaller."""
+        window = None if ctx is None else ctx.window
         base = self._config
         if window is None or base.context_window is None or window >= base.context_window:
             return base
@@ -501,25 +514,6 @@ class Compactor:
             narrowed = replace(base, context_window=window)
             self._narrowed[window] = narrowed
         return narrowed
-
-    def _window(self) -> int | None:
-        held = _WINDOW.get()
-        return held[1] if held is not None and held[0] == id(self) else None
-
-    @contextmanager
-    def narrowed(self, window: int | None) -> Iterator[None]:
-        """Run the steps inside with the window narrowed to ``window`` (never widened; a
-        ``None`` changes nothing): the learned window of a thread whose history does not
-        carry it (LCEL keeps it per thread)."""
-        current = self._window()
-        if window is None or (current is not None and current <= window):
-            yield
-            return
-        token = _WINDOW.set((id(self), max(1, int(window))))
-        try:
-            yield
-        finally:
-            _WINDOW.reset(token)
 
     @staticmethod
     def learned_window(messages: Sequence[BaseMessage]) -> int | None:
@@ -533,9 +527,10 @@ class Compactor:
         value = boundary_meta(messages).get(PROVIDER_WINDOW_KEY)  # a stray non-message
         return value if isinstance(value, int) and value > 0 else None
 
-    def _learning(self, messages: Sequence[BaseMessage]) -> Any:
-        """:meth:`narrowed` to the window ``messages`` learned, if any."""
-        return self.narrowed(self.learned_window(messages))
+    def _learning(self, ctx: TurnContext | None, messages: Sequence[BaseMessage]) -> TurnContext:
+        """``ctx`` (a new context when ``None``) narrowed to the window ``messages`` learned,
+        if any (:meth:`TurnContext.narrowed`)."""
+        return (TurnContext() if ctx is None else ctx).narrowed(self.learned_window(messages))
 
     # ------------------------------------------------------------------ counting, deciding
 
@@ -571,15 +566,20 @@ class Compactor:
             return tokens
         return None
 
-    def decide(self, messages: Sequence[BaseMessage], *, tokens: int | None = None) -> Decision:
+    def decide(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        tokens: int | None = None,
+        ctx: TurnContext | None = None,
+    ) -> Decision:
         """Continue, compact first, or stop (:func:`~langchain_compact.compaction.decide`),
         on the count the micro step left for this list when there is one."""
         if tokens is None:
             tokens = self._counted(messages)
         if tokens is None and self.verify_anchor:
             tokens = self.count(messages)
-        with self._learning(messages):
-            config = self.config
+        config = self.settings(self._learning(ctx, messages))
         decision = decide(
             messages, config=config, counter=self.counter, tools=self.tools, tokens=tokens
         )
@@ -638,8 +638,9 @@ class Compactor:
         whenever the next call fits the window minus the reply reserve; still over the
         trigger but fitting is reported (event ``over_trigger``), not a stop, and no new
         compaction runs until the context grows (``compaction.effective_trigger``)."""
+        cfg = self.settings(ctx)
         tokens = self.count(messages)
-        fit = self.config.fit_tokens or 0
+        fit = cfg.fit_tokens or 0
         if tokens > fit:
             tokens = self.confirmed(messages, tokens)
             # The compaction's own count of this very list (its draft, counted with
@@ -649,7 +650,7 @@ class Compactor:
                 tokens = min(tokens, after)
             if tokens > fit:
                 return "stop"
-        trigger = self.config.trigger_tokens or 0
+        trigger = cfg.trigger_tokens or 0
         if tokens >= trigger:
             event = {"event": "over_trigger", "tokens": tokens, "trigger": trigger, "fit": fit}
             emit(event, ctx.events if ctx is not None else None)
@@ -662,12 +663,15 @@ class Compactor:
             )
         return "continue"
 
-    def overflow_reason(self, messages: Sequence[BaseMessage]) -> str:
+    def overflow_reason(
+        self, messages: Sequence[BaseMessage], ctx: TurnContext | None = None
+    ) -> str:
         """Why a compacted history cannot go on (for the stop message or the error)."""
         tokens = self.count(messages)
+        fit = self.settings(ctx).fit_tokens
         return (
             f"the context is still {tokens} tokens after compacting, more than the "
-            f"{self.config.fit_tokens} that fit the window with room for the reply: the kept "
+            f"{fit} that fit the window with room for the reply: the kept "
             "messages alone are too large"
         )
 
@@ -700,14 +704,15 @@ class Compactor:
     def _micro_steps(
         self, before: list[BaseMessage], thread_id: str, ctx: TurnContext
     ) -> Generator[Op, Outcome, MicroStep]:
+        cfg = self.settings(ctx)
         result = micro_compact_with_count(
             before,
-            self.config,
+            cfg,
             archived=self.archive is not None,
             counter=self.counter,
             tools=self.tools,
             verify_anchor=self.verify_anchor,
-            compactable=self._can_compact,
+            compactable=lambda m: self._can_compact(m, ctx),
         )
         if not result.changed:
             self._remember_count(before, result.tokens)
@@ -718,7 +723,7 @@ class Compactor:
             archive=self.archive,
             thread_id=thread_id,
             reason="micro-compaction",
-            redactor=self.config.redactor,
+            redactor=cfg.redactor,
             changed=result.changed,
         )
         changed = [out[i] for i in result.changed]
@@ -738,13 +743,14 @@ class Compactor:
         self._remember_count(out, result.tokens)
         return MicroStep(out, changed, ref, saved, result.tokens, tuple(result.changed))
 
-    def _can_compact(self, messages: Sequence[BaseMessage]) -> bool:
+    def _can_compact(self, messages: Sequence[BaseMessage], ctx: TurnContext | None) -> bool:
         """Whether a full compaction can make room for ``messages`` without cutting what the
         model has not read: there is a span to summarise, ``max_compactions`` is not
         reached, and the unread results fit beside the system prompt, the task and a
         minimal summary."""
-        plan = plan_compaction(messages, self.config, self.counter, self.tools)
-        cap, fit = self.config.max_compactions, self.config.fit_tokens
+        cfg = self.settings(ctx)
+        plan = plan_compaction(messages, cfg, self.counter, self.tools)
+        cap, fit = cfg.max_compactions, cfg.fit_tokens
         if plan is None or fit is None:
             return False
         if cap is not None and compaction_info(messages).count >= cap:
@@ -850,19 +856,24 @@ class Compactor:
     # ------------------------------------------------------------------ preparing
 
     def prepare_due(
-        self, messages: Sequence[BaseMessage], decision: Decision, prepared: Any = None
+        self,
+        messages: Sequence[BaseMessage],
+        decision: Decision,
+        prepared: Any = None,
+        ctx: TurnContext | None = None,
     ) -> bool:
         """Whether to prepare a summary now, concurrently with the model call: preparing is
         on, the call goes ahead (``decision``) with the context past ``prepare_tokens``, and
         no usable (or failed) summary is prepared for this boundary yet."""
-        start = self.config.prepare_tokens
+        cfg = self.settings(ctx)
+        start = cfg.prepare_tokens
         if not self.prepares or decision.action != "continue" or start is None:
             return False
         if decision.tokens < start:
             return False
-        if not self._compaction_ahead(messages, decision.tokens):
+        if not self._compaction_ahead(messages, decision.tokens, ctx):
             return False
-        plan = plan_compaction(messages, self.config, self.counter, self.tools)
+        plan = plan_compaction(messages, cfg, self.counter, self.tools)
         if plan is None:
             return False
         record = Prepared.from_dict(prepared)
@@ -873,19 +884,21 @@ class Compactor:
                 record,
                 messages,
                 plan,
-                config=self.config,
+                config=cfg,
                 summarizer=self.summarizer,
             )
             return covers == 0
         return True
 
-    def _compaction_ahead(self, messages: Sequence[BaseMessage], tokens: int) -> bool:
+    def _compaction_ahead(
+        self, messages: Sequence[BaseMessage], tokens: int, ctx: TurnContext | None
+    ) -> bool:
         """Whether the next turn, growing as the newest one did, will likely end in a full
         compaction. The next turn is simulated: the newest turn repeated (its results are
         read by then, so clearing may take them), run through micro-compaction and the
         routing decision exactly as the real one will be. Preparing only then (just in
         time) wastes no summary on a run that clearing keeps under the trigger."""
-        cfg = self.config
+        cfg = self.settings(ctx)
         start = unread_start(messages)  # the newest turn: its AIMessage and what followed
         newest = start - 1 if start else len(messages)
         turn = list(messages[newest:])
@@ -903,7 +916,7 @@ class Compactor:
             counter=self.counter,
             tools=self.tools,
             tokens=ahead,
-            compactable=self._can_compact,
+            compactable=lambda m: self._can_compact(m, ctx),
         )
         after = decide(
             cleared.messages,
@@ -915,12 +928,12 @@ class Compactor:
         return after.action == "compact"
 
     def prepare_steps(
-        self, messages: Sequence[BaseMessage], thread_id: str
+        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
     ) -> Generator[Op, Outcome, Prepared | None]:
         """Summarise the span a compaction would take now, without changing anything."""
         return prepare_steps(
             messages,
-            config=self.config,
+            config=self.settings(ctx),
             summarizer=self.summarizer,
             archive=self.archive,
             thread_id=thread_id,
@@ -959,8 +972,8 @@ class Compactor:
     ) -> Prepared | None:
         """Run :meth:`prepare_steps` (I/O done synchronously)."""
         started = time.perf_counter()
-        with self._learning(messages):
-            return self._prepared(drive(self.prepare_steps(messages, thread_id)), started, ctx)
+        ctx = self._learning(ctx, messages)
+        return self._prepared(drive(self.prepare_steps(messages, thread_id, ctx)), started, ctx)
 
     async def aprepare(
         self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
@@ -968,8 +981,8 @@ class Compactor:
         """Async twin of :meth:`prepare`."""
         await self.aready()
         started = time.perf_counter()
-        with self._learning(messages):
-            record = await adrive(self.prepare_steps(messages, thread_id))
+        ctx = self._learning(ctx, messages)
+        record = await adrive(self.prepare_steps(messages, thread_id, ctx))
         return self._prepared(record, started, ctx)
 
     # ------------------------------------------------------------------ full compaction
@@ -977,7 +990,7 @@ class Compactor:
     def _kwargs(self, thread_id: str, prepared: Any, ctx: TurnContext) -> dict[str, Any]:
         return {
             "summarizer": focused(self.summarizer, ctx.focus),
-            "config": self.config,
+            "config": self.settings(ctx),
             "archive": self.archive,
             "thread_id": thread_id,
             "counter": self.counter,
@@ -997,11 +1010,10 @@ class Compactor:
     ) -> CompactionResult:
         """One full compaction (:func:`~langchain_compact.compaction.compact_history`),
         using ``prepared`` (a summary prepared before the trigger) when it still matches."""
-        ctx = ctx or TurnContext()
+        ctx = self._learning(ctx, messages)
         started = time.perf_counter()
-        with self._learning(messages):
-            result = compact_history(messages, **self._kwargs(thread_id, prepared, ctx))
-            result, freed = self._applied(messages, result, ctx)
+        result = compact_history(messages, **self._kwargs(thread_id, prepared, ctx))
+        result, freed = self._applied(messages, result, ctx)
         self._report(result, time.perf_counter() - started, freed, ctx)
         return result
 
@@ -1014,13 +1026,12 @@ class Compactor:
         ctx: TurnContext | None = None,
     ) -> CompactionResult:
         """Async twin of :meth:`compact`."""
-        ctx = ctx or TurnContext()
+        ctx = self._learning(ctx, messages)
         await self.aready()
         started = time.perf_counter()
-        with self._learning(messages):
-            kwargs = self._kwargs(thread_id, prepared, ctx)
-            result = await acompact_history(messages, **kwargs)
-            result, freed = self._applied(messages, result, ctx)
+        kwargs = self._kwargs(thread_id, prepared, ctx)
+        result = await acompact_history(messages, **kwargs)
+        result, freed = self._applied(messages, result, ctx)
         self._report(result, time.perf_counter() - started, freed, ctx)
         return result
 
@@ -1032,16 +1043,16 @@ class Compactor:
         frees; shared by :meth:`compact` and :meth:`acompact`."""
         return _unless_larger(
             messages,
-            with_focus(self._carried(result), ctx.focus),
+            with_focus(self._carried(result, ctx), ctx.focus),
             self.counter,
-            self.config.fit_tokens,
+            self.settings(ctx).fit_tokens,
             ctx.events,
         )
 
-    def _carried(self, result: CompactionResult) -> CompactionResult:
+    def _carried(self, result: CompactionResult, ctx: TurnContext) -> CompactionResult:
         """The result with the learned window (the one in force) on its boundary, so the
         thread keeps it after this compaction."""
-        window = self._window()
+        window = ctx.window
         if window is None or result.summary is None:
             return result
         summary = with_meta(result.summary, **{PROVIDER_WINDOW_KEY: window})
@@ -1135,16 +1146,16 @@ class Compactor:
         """
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        with self._learning(messages):
-            cleared = self.clear(messages, thread_id, ctx=ctx)
-            decision, prepare = self.route(cleared.messages, prepared)
-            turn = self._decided(cleared, decision, prepare, write_stop, ctx)
-            if turn is None:  # a full compaction is due
-                record = prepared.take() if isinstance(prepared, Pending) else prepared
-                done = self.compaction(
-                    cleared.messages, thread_id, prepared=record, run_config=run_config, ctx=ctx
-                )
-                turn = self._settled(cleared, done, write_stop, ctx)
+        ctx = self._learning(ctx, messages)
+        cleared = self.clear(messages, thread_id, ctx=ctx)
+        decision, prepare = self.route(cleared.messages, prepared, ctx)
+        turn = self._decided(cleared, decision, prepare, write_stop, ctx)
+        if turn is None:  # a full compaction is due
+            record = prepared.take() if isinstance(prepared, Pending) else prepared
+            done = self.compaction(
+                cleared.messages, thread_id, prepared=record, run_config=run_config, ctx=ctx
+            )
+            turn = self._settled(cleared, done, write_stop, ctx)
         return replace(turn, events=ctx.since(start))
 
     async def aturn(
@@ -1160,18 +1171,18 @@ class Compactor:
         """Async twin of :meth:`turn` (archive, summarizer and memory I/O awaited)."""
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        with self._learning(messages):
-            cleared = await self.aclear(messages, thread_id, ctx=ctx)
-            decision, prepare = self.route(cleared.messages, prepared)
-            turn = self._decided(cleared, decision, prepare, write_stop, ctx)
-            if turn is None:
-                record = prepared.take() if isinstance(prepared, Pending) else prepared
-                if inspect.isawaitable(record):
-                    record = await record
-                done = await self.acompaction(
-                    cleared.messages, thread_id, prepared=record, run_config=run_config, ctx=ctx
-                )
-                turn = self._settled(cleared, done, write_stop, ctx)
+        ctx = self._learning(ctx, messages)
+        cleared = await self.aclear(messages, thread_id, ctx=ctx)
+        decision, prepare = self.route(cleared.messages, prepared, ctx)
+        turn = self._decided(cleared, decision, prepare, write_stop, ctx)
+        if turn is None:
+            record = prepared.take() if isinstance(prepared, Pending) else prepared
+            if inspect.isawaitable(record):
+                record = await record
+            done = await self.acompaction(
+                cleared.messages, thread_id, prepared=record, run_config=run_config, ctx=ctx
+            )
+            turn = self._settled(cleared, done, write_stop, ctx)
         return replace(turn, events=ctx.since(start))
 
     def _decided(
@@ -1196,7 +1207,7 @@ class Compactor:
         done = replace(done, replaced=cleared.replaced, history=history, repair=cleared.repair)
         if self.after_step(done.messages, done.transition, ctx) == "continue":
             return done
-        reason = self.stop_reason(done.messages, done.transition, done.reason)
+        reason = self.stop_reason(done.messages, done.transition, done.reason, ctx)
         stopped = self._stopping(done.messages, reason, write_stop, ctx)
         return replace(
             done, outcome="stopped", transition="stopped", stop=stopped.stop, reason=reason
@@ -1204,16 +1215,19 @@ class Compactor:
 
     # ------------------------------------------------------------------ on demand
 
-    def on_demand_refusal(self, messages: Sequence[BaseMessage]) -> str:
+    def on_demand_refusal(
+        self, messages: Sequence[BaseMessage], ctx: TurnContext | None = None
+    ) -> str:
         """Why a compaction asked for now does not run (``""``: it runs). The rules of a
         triggered one: ``max_compactions``, and the cooldown (at least one model turn since
         the last compaction, ``cooldown_turns`` when larger), so an agent calling the
         compaction tool again and again cannot loop."""
         info = compaction_info(messages)
-        cap = self.config.max_compactions
+        cfg = self.settings(ctx)
+        cap = cfg.max_compactions
         if cap is not None and info.count >= cap:
             return f"the compaction limit max_compactions={cap} is reached"
-        wait = max(1, self.config.cooldown_turns)
+        wait = max(1, cfg.cooldown_turns)
         if info.count and info.turns_since < wait:
             return (
                 f"a compaction ran {info.turns_since} model turn(s) ago; the next one may run "
@@ -1240,18 +1254,18 @@ class Compactor:
         ``"continue"`` with the reason, and nothing changed."""
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        with self._learning(messages):
-            refusal = self.on_demand_refusal(messages)
-            if refusal:
-                before = list(messages)
-                emit({"event": "compaction_refused", "reason": refusal}, ctx.events)
-                turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
-            else:
-                emit({"event": "compaction_on_demand", "focus": focus}, ctx.events)
-                done = self.compaction(
-                    messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
-                )
-                turn = self._on_demand(messages, done, write_stop, ctx)
+        ctx = self._learning(ctx, messages)
+        refusal = self.on_demand_refusal(messages, ctx)
+        if refusal:
+            before = list(messages)
+            emit({"event": "compaction_refused", "reason": refusal}, ctx.events)
+            turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
+        else:
+            emit({"event": "compaction_on_demand", "focus": focus}, ctx.events)
+            done = self.compaction(
+                messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
+            )
+            turn = self._on_demand(messages, done, write_stop, ctx)
         return replace(turn, events=ctx.since(start))
 
     async def acompact_now(
@@ -1268,18 +1282,18 @@ class Compactor:
         await self.aready()
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        with self._learning(messages):
-            refusal = self.on_demand_refusal(messages)
-            if refusal:
-                before = list(messages)
-                emit({"event": "compaction_refused", "reason": refusal}, ctx.events)
-                turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
-            else:
-                emit({"event": "compaction_on_demand", "focus": focus}, ctx.events)
-                done = await self.acompaction(
-                    messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
-                )
-                turn = self._on_demand(messages, done, write_stop, ctx)
+        ctx = self._learning(ctx, messages)
+        refusal = self.on_demand_refusal(messages, ctx)
+        if refusal:
+            before = list(messages)
+            emit({"event": "compaction_refused", "reason": refusal}, ctx.events)
+            turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
+        else:
+            emit({"event": "compaction_on_demand", "focus": focus}, ctx.events)
+            done = await self.acompaction(
+                messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
+            )
+            turn = self._on_demand(messages, done, write_stop, ctx)
         return replace(turn, events=ctx.since(start))
 
     def _on_demand(
@@ -1291,18 +1305,17 @@ class Compactor:
 
     # ------------------------------------------------------------------ the provider's refusal
 
-    def overflow_window(self, messages: Sequence[BaseMessage]) -> int:
+    def overflow_window(
+        self, messages: Sequence[BaseMessage], ctx: TurnContext | None = None
+    ) -> int:
         """The window a provider's refusal of ``messages`` teaches: the provider counted
         that input at its window or more, so its window is below the size of ``messages``.
         That size is the smaller of the compactor's count and tiktoken's exact count (the
         estimate errs high), and the window learned is :data:`OVERFLOW_MARGIN` of it lower
         (the provider's count can exceed the local one), never above the window in force."""
-        with self._learning(messages):
-            window = self.config.context_window or 0
-            tokens = self.count(messages)
-            exact = precise_context_tokens(
-                messages, tools=self.tools, verify_anchor=self.verify_anchor
-            )
+        window = self.settings(self._learning(ctx, messages)).context_window or 0
+        tokens = self.count(messages)
+        exact = precise_context_tokens(messages, tools=self.tools, verify_anchor=self.verify_anchor)
         refused = tokens if exact is None else min(tokens, exact)
         learned = max(1, refused - math.ceil(refused * OVERFLOW_MARGIN))
         return min(window, learned) if window else learned
@@ -1329,13 +1342,13 @@ class Compactor:
         :attr:`Turn.messages`, which :attr:`Turn.history` also holds), or ``"stopped"``
         when every reduction is spent and the call still cannot fit the learned window, or
         a limit the user set stops the run (raise the refusal then)."""
-        learned = window or self.overflow_window(messages)
         ctx = TurnContext() if ctx is None else ctx
+        learned = window or self.overflow_window(messages, ctx)
         start = len(ctx.events)
-        with self.narrowed(learned):
-            self._refused(messages, learned, ctx)
-            turn = self.turn(messages, thread_id, run_config=run_config, write_stop=False, ctx=ctx)
-            turn = self._recovered(messages, turn, learned, write_stop, ctx)
+        ctx = ctx.narrowed(learned)
+        self._refused(messages, learned, ctx)
+        turn = self.turn(messages, thread_id, run_config=run_config, write_stop=False, ctx=ctx)
+        turn = self._recovered(messages, turn, learned, write_stop, ctx)
         return replace(turn, events=ctx.since(start))
 
     async def aoverflow(
@@ -1350,15 +1363,15 @@ class Compactor:
     ) -> Turn:
         """Async twin of :meth:`overflow`."""
         await self.aready()
-        learned = window or self.overflow_window(messages)
         ctx = TurnContext() if ctx is None else ctx
+        learned = window or self.overflow_window(messages, ctx)
         start = len(ctx.events)
-        with self.narrowed(learned):
-            self._refused(messages, learned, ctx)
-            turn = await self.aturn(
-                messages, thread_id, run_config=run_config, write_stop=False, ctx=ctx
-            )
-            turn = self._recovered(messages, turn, learned, write_stop, ctx)
+        ctx = ctx.narrowed(learned)
+        self._refused(messages, learned, ctx)
+        turn = await self.aturn(
+            messages, thread_id, run_config=run_config, write_stop=False, ctx=ctx
+        )
+        turn = self._recovered(messages, turn, learned, write_stop, ctx)
         return replace(turn, events=ctx.since(start))
 
     @staticmethod
@@ -1404,7 +1417,7 @@ class Compactor:
         same = len(out) == len(before) and all(map(operator.is_, out, before))
         if turn.outcome == "stopped" or same:
             return self._stopping(before, self.spent(learned, turn.reason), write_stop, ctx)
-        window = self._window() or learned
+        window = ctx.window or learned
         if self.learned_window(out) != window:  # no boundary carries it: the reduced do
             known = {id(m) for m in before}
             out = [
@@ -1430,9 +1443,9 @@ class Compactor:
         load_tokenizers(self.counter)  # the first turn waits for them (see :meth:`micro`)
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        with self._learning(messages):
-            messages, refed = self._without_refed(messages, ctx)
-            step, repair = drive(self.clear_steps(messages, thread_id, ctx))
+        ctx = self._learning(ctx, messages)
+        messages, refed = self._without_refed(messages, ctx)
+        step, repair = drive(self.clear_steps(messages, thread_id, ctx))
         return self._cleared(step, ctx.since(start), repair, refed)
 
     async def aclear(
@@ -1442,9 +1455,9 @@ class Compactor:
         await self.aready()
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        with self._learning(messages):
-            messages, refed = self._without_refed(messages, ctx)
-            step, repair = await adrive(self.clear_steps(messages, thread_id, ctx))
+        ctx = self._learning(ctx, messages)
+        messages, refed = self._without_refed(messages, ctx)
+        step, repair = await adrive(self.clear_steps(messages, thread_id, ctx))
         return self._cleared(step, ctx.since(start), repair, refed)
 
     @staticmethod
@@ -1487,16 +1500,21 @@ class Compactor:
             events=events,
         )
 
-    def route(self, messages: Sequence[BaseMessage], prepared: Any = None) -> tuple[Decision, bool]:
+    def route(
+        self,
+        messages: Sequence[BaseMessage],
+        prepared: Any = None,
+        ctx: TurnContext | None = None,
+    ) -> tuple[Decision, bool]:
         """The decision before the model call (:meth:`decide`) and whether to prepare a
         summary beside it (:meth:`prepare_due`; never while a :class:`Pending` job runs)."""
-        with self._learning(messages):
-            decision = self.decide(messages)
-            if isinstance(prepared, Pending):
-                if prepared.running:
-                    return decision, False
-                prepared = prepared.ready
-            return decision, self.prepare_due(messages, decision, prepared)
+        ctx = self._learning(ctx, messages)
+        decision = self.decide(messages, ctx=ctx)
+        if isinstance(prepared, Pending):
+            if prepared.running:
+                return decision, False
+            prepared = prepared.ready
+        return decision, self.prepare_due(messages, decision, prepared, ctx)
 
     def compaction(
         self,
@@ -1514,13 +1532,13 @@ class Compactor:
         when it failed (:attr:`Turn.error`)."""
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        with self._learning(messages):
-            try:
-                result = self.compact(messages, thread_id, prepared=prepared, ctx=ctx)
-            except CompactionError as exc:
-                return self._compacted(messages, exc, ctx.since(start))
-            self.remember(result, run_config)
-            return self._compacted(messages, result, ctx.since(start))
+        ctx = self._learning(ctx, messages)
+        try:
+            result = self.compact(messages, thread_id, prepared=prepared, ctx=ctx)
+        except CompactionError as exc:
+            return self._compacted(messages, exc, ctx.since(start))
+        self.remember(result, run_config)
+        return self._compacted(messages, result, ctx.since(start))
 
     async def acompaction(
         self,
@@ -1534,13 +1552,13 @@ class Compactor:
         """Async twin of :meth:`compaction`."""
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        with self._learning(messages):
-            try:
-                result = await self.acompact(messages, thread_id, prepared=prepared, ctx=ctx)
-            except CompactionError as exc:
-                return self._compacted(messages, exc, ctx.since(start))
-            await self.aremember(result, run_config)
-            return self._compacted(messages, result, ctx.since(start))
+        ctx = self._learning(ctx, messages)
+        try:
+            result = await self.acompact(messages, thread_id, prepared=prepared, ctx=ctx)
+        except CompactionError as exc:
+            return self._compacted(messages, exc, ctx.since(start))
+        await self.aremember(result, run_config)
+        return self._compacted(messages, result, ctx.since(start))
 
     @staticmethod
     def _compacted(
@@ -1585,17 +1603,21 @@ class Compactor:
         nothing goes on when the call fits as it is; a failed one stops."""
         if transition not in ("compacted", "nothing_to_compact"):
             return "stop"
-        with self._learning(messages):
-            if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
-                fit = self.config.fit_tokens or 0
-                tokens = self.count(messages)
-                if tokens > fit:
-                    tokens = self.confirmed(messages, tokens)
-                return "continue" if tokens <= fit else "stop"
-            return self.after_compaction(messages, ctx)
+        ctx = self._learning(ctx, messages)
+        if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
+            fit = self.settings(ctx).fit_tokens or 0
+            tokens = self.count(messages)
+            if tokens > fit:
+                tokens = self.confirmed(messages, tokens)
+            return "continue" if tokens <= fit else "stop"
+        return self.after_compaction(messages, ctx)
 
     def stop_reason(
-        self, messages: Sequence[BaseMessage], transition: Any, reason: Any = None
+        self,
+        messages: Sequence[BaseMessage],
+        transition: Any,
+        reason: Any = None,
+        ctx: TurnContext | None = None,
     ) -> str:
         """Why the run stops after the step that ``transition`` names: the step's own
         ``reason`` after a failed or empty compaction; after a compaction, that the kept
@@ -1603,8 +1625,8 @@ class Compactor:
         if transition in _OWN_REASON and reason:
             return str(reason)
         if transition == "compacted":
-            return self.overflow_reason(messages)
-        return self.decide(messages).reason
+            return self.overflow_reason(messages, ctx)
+        return self.decide(messages, ctx=ctx).reason
 
     def stopping(
         self,
@@ -1617,9 +1639,9 @@ class Compactor:
     ) -> Turn:
         """The turn's stop stage, after the step that ``transition`` names (with its
         ``reason``, the state's ``stop_reason``): the stop message as a :class:`Turn`."""
-        with self._learning(messages):
-            why = self.stop_reason(messages, transition, reason)
-            return self._stopping(messages, why, write_stop, ctx or TurnContext())
+        ctx = self._learning(ctx, messages)
+        why = self.stop_reason(messages, transition, reason, ctx)
+        return self._stopping(messages, why, write_stop, ctx)
 
     def _stopping(
         self, messages: Sequence[BaseMessage], reason: str, write_stop: bool, ctx: TurnContext

@@ -40,7 +40,15 @@ from langchain_compact._ops import in_daemon_thread
 from langchain_compact._options import check_known, check_options
 from langchain_compact._prepare import boundary_key
 from langchain_compact.config import CompactionConfig
-from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, Pending, Turn, emit, thread_id_of
+from langchain_compact.core import (
+    DEFAULT_THREAD_ID,
+    Compactor,
+    Pending,
+    Turn,
+    TurnContext,
+    emit,
+    thread_id_of,
+)
 from langchain_compact.errors import (
     ConfigError,
     ContextOverflowError,
@@ -415,8 +423,8 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, self._stored(thread_id))
         pending = self._pending(before, thread_id, wait=True)
-        with self.core.narrowed(self.learned_window(thread_id)):
-            turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False)
+        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
             out = self._output(raw, digests, keys, turn, saved)
@@ -434,8 +442,8 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
         pending = self._pending(before, thread_id, wait=False)
-        with self.core.narrowed(self.learned_window(thread_id)):
-            turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False)
+        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
             out = self._output(raw, digests, keys, turn, saved)
@@ -454,8 +462,8 @@ class MessageCompactor:
         next call with the grown raw history replays it."""
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, self._stored(thread_id))
-        with self.core.narrowed(self.learned_window(thread_id)):
-            turn = self.core.compact_now(before, thread_id, focus=focus, write_stop=False)
+        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        turn = self.core.compact_now(before, thread_id, focus=focus, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
             return self._output(raw, digests, keys, turn, saved)
@@ -469,8 +477,10 @@ class MessageCompactor:
         await self.core.aready()
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
-        with self.core.narrowed(self.learned_window(thread_id)):
-            turn = await self.core.acompact_now(before, thread_id, focus=focus, write_stop=False)
+        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        turn = await self.core.acompact_now(
+            before, thread_id, focus=focus, write_stop=False, ctx=ctx
+        )
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
             return self._output(raw, digests, keys, turn, saved)
@@ -495,8 +505,7 @@ class MessageCompactor:
         (:meth:`Compactor.overflow_window`). Returns the window learned."""
         thread_id = self._thread(config)
         known = self.learned_window(thread_id)
-        with self.core.narrowed(known):
-            window = self.core.overflow_window(list(sent))
+        window = self.core.overflow_window(list(sent), TurnContext().narrowed(known))
         with self._lock:
             self._windows[thread_id] = min(window, self._windows.get(thread_id, window))
             window = self._windows[thread_id]

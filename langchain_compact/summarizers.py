@@ -86,6 +86,7 @@ Rules: never invent anything; write "unknown" for what the conversation does not
 not call tools. Do not address the user. Stay under {max_tokens} tokens."""
 """Default instructions of :class:`LLMSummarizer`; ``{max_tokens}`` is filled in."""
 
+
 def focused(summarizer: Summarizer, focus: str | None) -> Summarizer:
     """``summarizer`` told to keep ``focus`` first, for one compaction asked for on demand
     (``Compactor.compact_now``): its ``focused(focus)`` copy when it has one
