@@ -28,7 +28,7 @@ from langchain_compact._compaction_plan import (
 )
 from langchain_compact._ops import Op, Outcome, adrive, drive
 from langchain_compact._prepare import Prepared, use_prepared
-from langchain_compact._scan import HistoryFacts, history_facts, holding
+from langchain_compact._scan import HistoryFacts, history_facts
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.history import last_boundary_index, newest_request_index
@@ -219,11 +219,8 @@ def _numbers(
         trigger = effective_trigger(messages, config)
     else:
         trigger = _raised_trigger(facts.boundary_meta, config)
-    if tokens is None and facts is not None:
-        with holding(messages, facts):
-            tokens = context_tokens(messages, counter=counter, tools=tools)
-    elif tokens is None:
-        tokens = context_tokens(messages, counter=counter, tools=tools)
+    if tokens is None:
+        tokens = context_tokens(messages, counter=counter, tools=tools, facts=facts)
     budget = config.budget
     assert budget is not None  # known: the trigger is
     fit = budget.fit or trigger

@@ -40,7 +40,7 @@ from langchain_compact._placeholders import (
 )
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._render import block_reference, tool_result_text
-from langchain_compact._scan import history_facts, holding
+from langchain_compact._scan import history_facts
 from langchain_compact.budget import OBSERVATION_CHARS, chars_for_tokens
 from langchain_compact.config import (
     DEFAULT_LARGE_TOOL_RESULT_CHARS,
@@ -802,7 +802,7 @@ def micro_compact_with_count(
     size, unit = large_result_limit(config, counter)
     keep_chars = min(config.large_tool_result_keep_chars, max(200, size - 1))
     mark = _mark_key(size, unit, counter, excluded)
-    start = min(facts.checked.get(mark, 0), limit) if mark is not None else 0
+    start = min(facts.checked_to(mark), limit) if mark is not None else 0
     found = False
     for i in range(start, limit):
         if not allowed(i):
@@ -813,7 +813,7 @@ def micro_compact_with_count(
             found = True
             cut(i, keep_chars)
     if mark is not None and not found:
-        facts.checked[mark] = limit  # the remembered facts describe ``messages`` exactly
+        facts.mark_checked(mark, limit)  # the remembered facts describe ``messages`` exactly
     cut_any = out is not messages and any(map(operator.is_not, messages, out))
 
     def count() -> int:
@@ -833,8 +833,9 @@ def micro_compact_with_count(
     if tokens is not None and not cut_any:
         start_tokens = tokens
     elif out is messages:  # unchanged: the facts just read describe it
-        with holding(messages, facts):
-            start_tokens = count()
+        start_tokens = context_tokens(
+            out, counter=counter, tools=tools, verify_anchor=verify_anchor, facts=facts
+        )
     else:
         start_tokens = count()
     gate, target, fit = config.micro_trigger_tokens, config.micro_target_tokens, config.fit_tokens
