@@ -47,6 +47,7 @@ __all__ = [
     "after_compaction",
     "at_cap",
     "chars_for_tokens",
+    "compaction_cause",
     "decide_again",
     "decision",
     "on_demand_refusal",
@@ -561,6 +562,18 @@ def _over_trigger(n: TurnNumbers, cooling: bool) -> Verdict:
             # nothing: wait until the span grows, or the next call no longer fits.
             return Verdict("continue", "over the trigger, too little to compact yet")
     return Verdict("compact", f"{n.tokens} tokens >= trigger {n.trigger}")
+
+
+def compaction_cause(tokens: int, trigger: int | None) -> Literal["trigger", "fold"]:
+    """What made a compaction of a ``tokens`` context run: the trigger in force (``None``:
+    no window known, so the trigger), or the cleared results it folds in under it. The
+    thrash guard counts only the first kind (:func:`refill_streak`).
+
+    Example:
+        >>> compaction_cause(800, 750), compaction_cause(700, 750), compaction_cause(10, None)
+        ('trigger', 'fold', 'trigger')
+    """
+    return "trigger" if trigger is None or tokens >= trigger else "fold"
 
 
 Recount = Literal["exact", "floor"]

@@ -378,12 +378,8 @@ def _steps(
         return CompactionResult(list(messages), None, tokens, tokens, reason="nothing to compact")
     info = compaction_info(messages)
     tokens_before = context_tokens(messages, counter=counter, tools=tools)
-    trigger = config.trigger_tokens
-    cause = (
-        "trigger"
-        if trigger is None or tokens_before >= effective_trigger(messages, config)
-        else "fold"
-    )
+    in_force = None if config.trigger_tokens is None else effective_trigger(messages, config)
+    cause = when.compaction_cause(tokens_before, in_force)
     use = use_prepared(
         prepared,
         messages,

@@ -273,35 +273,47 @@ WHEN_NAMES = frozenset(
     }
 )
 
-#: Modules that compare a count with the trigger for another purpose, and why.
+#: Where a count is compared with the trigger for another purpose, and why: a module, or a
+#: module and one of its top-level functions.
 WHEN_ELSEWHERE = {
-    f"{CLI}._compact": "the CLI's report labels a compaction forced under the trigger",
-    f"{CLI}._inspect": "the CLI's inspection shows whether the trigger would fire",
-    f"{PACKAGE}.microcompact": "the clearing ladder keeps one result over the trigger (the "
-    "reduction ladder, issue 32's second bullet, owns it)",
+    (f"{CLI}._compact", None): "the CLI's report labels a compaction forced under the trigger",
+    (f"{CLI}._inspect", None): "the CLI's inspection shows whether the trigger would fire",
+    (f"{PACKAGE}.microcompact", None): "the clearing ladder keeps one result over the trigger "
+    "(the reduction ladder, issue 32's second bullet, owns it)",
+    (f"{PACKAGE}._compaction_phases", "fit_next_call"): "a compaction slims its own draft's "
+    "tail when the draft is over the trigger: how it compacts, not when",
 }
 
 
+def _reads_when(node: ast.Compare) -> bool:
+    """A comparison (``x is None`` aside) that reads one of :data:`WHEN_NAMES` or a name
+    holding ``trigger`` (``effective_trigger(...)``, ``local_trigger``)."""
+    if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+        return False
+    read = {
+        n.id if isinstance(n, ast.Name) else n.attr
+        for side in (node.left, *node.comparators)
+        for n in ast.walk(side)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    }
+    return bool(read & WHEN_NAMES) or any("trigger" in name for name in read)
+
+
 def _when_comparisons(trees: dict[str, ast.Module]) -> list[str]:
-    """Each comparison outside ``budget`` (and :data:`WHEN_ELSEWHERE`) that reads one of
-    :data:`WHEN_NAMES` (``x is None`` aside: that asks whether a value is known)."""
+    """Each comparison of a count with a "when" setting outside ``budget`` (and
+    :data:`WHEN_ELSEWHERE`)."""
     found: list[str] = []
     for name, tree in trees.items():
-        if name == BUDGET or name in WHEN_ELSEWHERE:
+        if name == BUDGET or (name, None) in WHEN_ELSEWHERE:
             continue
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Compare):
+        for top in tree.body:
+            if (name, getattr(top, "name", None)) in WHEN_ELSEWHERE:
                 continue
-            if all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-                continue
-            read = {
-                n.id if isinstance(n, ast.Name) else n.attr
-                for side in (node.left, *node.comparators)
-                for n in ast.walk(side)
-                if isinstance(n, (ast.Name, ast.Attribute))
-            }
-            if read & WHEN_NAMES:
-                found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+            found += [
+                f"{name}:{node.lineno} {ast.unparse(node)}"
+                for node in ast.walk(top)
+                if isinstance(node, ast.Compare) and _reads_when(node)
+            ]
     return found
 
 
@@ -320,9 +332,13 @@ def test_when_compaction_runs_is_decided_in_the_budget_alone() -> None:
 
 def test_the_check_finds_a_trigger_compared_outside_the_budget() -> None:
     tree = ast.parse("def due(tokens, config):\n    return tokens >= config.trigger_tokens\n")
+    raised = ast.parse("def due(n, m, c):\n    return n < effective_trigger(m, c)\n")
     ok = ast.parse("def known(config):\n    return config.trigger_tokens is None\n")
-    found = _when_comparisons({f"{PACKAGE}.x": tree, f"{PACKAGE}.y": ok})
-    assert found == [f"{PACKAGE}.x:2 tokens >= config.trigger_tokens"]
+    trees = {f"{PACKAGE}.x": tree, f"{PACKAGE}.y": ok, f"{PACKAGE}.z": raised}
+    assert _when_comparisons(trees) == [
+        f"{PACKAGE}.x:2 tokens >= config.trigger_tokens",
+        f"{PACKAGE}.z:2 n < effective_trigger(m, c)",
+    ]
 
 
 def _private_crossings(trees: dict[str, ast.Module]) -> list[str]:

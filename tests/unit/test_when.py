@@ -18,6 +18,7 @@ from langchain_compact.budget import (
     TurnNumbers,
     Verdict,
     after_compaction,
+    compaction_cause,
     decide_again,
     decision,
     on_demand_refusal,
@@ -313,6 +314,15 @@ def test_an_on_demand_refusal(
 
 
 # ---------------------------------------------------------------------- the thrash guard
+
+
+@pytest.mark.parametrize(
+    ("tokens", "trigger", "cause"),
+    [(750, 750, "trigger"), (749, 750, "fold"), (900, 850, "trigger"), (0, None, "trigger")],
+)
+def test_what_made_a_compaction_run(tokens: int, trigger: int | None, cause: str) -> None:
+    assert compaction_cause(tokens, trigger) == cause
+
 
 # (by the trigger, tokens before, tokens after, trigger, compaction #, turns since, streak so far,
 #  the streak it records)
