@@ -1144,11 +1144,48 @@ def shrink_unread(
     :meth:`~langchain_compact.budget.Budget.unread_share`. The caller archives the
     originals of the changed messages."""
     out = list(messages)
-    names = tool_names(out)
-    excluded = set(config.micro_exclude_tools)
     # ``has_task=False``: a compaction's kept tail, whose first user message is not the task
     task_i = original_task_index(out) if has_task else -1
     request = newest_request_index(out)
+    unread = _shrinkable(out, config, task_i, request)
+    sizes = {i: _tokens(tool_result_text(out[i]), counter) for i in unread}
+    # Largest first; the current request last, read or not.
+    order = sorted(unread, key=lambda j: (j == request, -sizes[j]))
+    b = config.budget
+    floor = b.unread_share(fixed) if b is not None and fixed is not None else 0
+    aims = _UnreadAims.of(out, sizes, floor, counter)
+    anchor = _usage_anchor(out)
+    freed = 0
+    for i in order:
+        if freed >= need:
+            break
+        want, size, measure = aims.aim(i, need - freed)
+        if want >= size:
+            continue
+        new = _aim_digest(
+            out[i],
+            want,
+            size,
+            config=config,
+            counter=counter,
+            measure=measure,
+            archived=archived,
+            anchor=anchor,
+        )
+        if new is not None:
+            out[i] = new
+            # in the units ``need`` is in (a digest's recorded saving also credits what an
+            # earlier cut of it saved)
+            freed += sizes[i] - _tokens(tool_result_text(new), counter)
+    return out
+
+
+def _shrinkable(
+    out: list[BaseMessage], config: CompactionConfig, task_i: int, request: int
+) -> list[int]:
+    """The unread messages :func:`shrink_unread` may digest, the current request last."""
+    names = tool_names(out)
+    excluded = set(config.micro_exclude_tools)
 
     def eligible(i: int) -> bool:
         # a digest made earlier (sized to a room a compaction has since changed) may be
@@ -1169,48 +1206,45 @@ def shrink_unread(
     unread = [i for i in range(unread_start(out), len(out)) if i != request and eligible(i)]
     if request >= 0 and eligible(request):
         unread.append(request)
-    sizes = {i: _tokens(tool_result_text(out[i]), counter) for i in unread}
-    # Largest first; the current request last, read or not.
-    order = sorted(unread, key=lambda j: (j == request, -sizes[j]))
-    total = max(1, sum(sizes.values()))
-    b = config.budget
-    floor = b.unread_share(fixed) if b is not None and fixed is not None else 0
-    # The floor is a share of the window, in the provider's tokens; the estimate errs high,
-    # so a digest held to the floor is sized and measured by tiktoken where it can be.
-    precise = precise_counter() if floor and not isinstance(counter, TiktokenCounter) else None
-    real = (
-        {i: precise.count_text(tool_result_text(out[i])) for i in unread}
-        if precise is not None
-        else sizes
-    )
-    real_total = max(1, sum(real.values())) if precise is not None else total
-    anchor = _usage_anchor(out)
-    freed = 0
-    for i in order:
-        if freed >= need:
-            break
-        want, size, measure = sizes[i] - (need - freed), sizes[i], counter
-        share = floor * real[i] // real_total
-        if share * sizes[i] > want * real[i]:  # the floor, not the need, sizes it
-            want, size, measure = share, real[i], (precise or counter)
-        if want >= size:
-            continue
-        new = _aim_digest(
-            out[i],
-            want,
-            size,
-            config=config,
-            counter=counter,
-            measure=measure,
-            archived=archived,
-            anchor=anchor,
+    return unread
+
+
+@dataclass(frozen=True, slots=True)
+class _UnreadAims:
+    """What each unread result's digest aims at: what the need leaves of it, or its share of
+    the floor when that is more."""
+
+    sizes: dict[int, int]
+    """Each result's size by the caller's counter."""
+    floor: int
+    real: dict[int, int]
+    """Each result's size in the floor's units (``precise``'s, else ``sizes``)."""
+    real_total: int
+    counter: TokenCounter
+    precise: TokenCounter | None
+
+    @classmethod
+    def of(
+        cls, out: list[BaseMessage], sizes: dict[int, int], floor: int, counter: TokenCounter
+    ) -> _UnreadAims:
+        # The floor is a share of the window, in the provider's tokens; the estimate errs
+        # high, so a digest held to the floor is sized and measured by tiktoken where it can be.
+        precise = precise_counter() if floor and not isinstance(counter, TiktokenCounter) else None
+        real = (
+            {i: precise.count_text(tool_result_text(out[i])) for i in sizes}
+            if precise is not None
+            else sizes
         )
-        if new is not None:
-            out[i] = new
-            # in the units ``need`` is in (a digest's recorded saving also credits what an
-            # earlier cut of it saved)
-            freed += sizes[i] - _tokens(tool_result_text(new), counter)
-    return out
+        return cls(sizes, floor, real, max(1, sum(real.values())), counter, precise)
+
+    def aim(self, i: int, left: int) -> tuple[int, int, TokenCounter]:
+        """``(want, size, measure)`` for result ``i`` with ``left`` tokens still to free."""
+        sizes, real = self.sizes, self.real
+        share = self.floor * real[i] // self.real_total
+        want = sizes[i] - left
+        if share * sizes[i] > want * real[i]:  # the floor, not the need, sizes it
+            return share, real[i], (self.precise or self.counter)
+        return want, sizes[i], self.counter
 
 
 #: Attempts at a digest's size: its notice and framing, and lines denser or sparser in
