@@ -513,8 +513,7 @@ def _broken_until(messages: Sequence[BaseMessage], start: int) -> int:
         if isinstance(msg, ToolMessage):
             tcid = msg.tool_call_id
             if tcid not in calls or tcid in answered or tcid in since_clean:
-                while i < n and isinstance(messages[i], ToolMessage):  # orphan: skip its run
-                    i += 1
+                i = _results_end(messages, i)  # orphan: skip its run
                 clean, calls, answered, since_clean = i, set(), set(), set()
                 continue
             answered.add(tcid)
@@ -528,14 +527,19 @@ def _broken_until(messages: Sequence[BaseMessage], start: int) -> int:
         if ids:
             # a call without an id, or two calls with one id, cannot be paired: keep it out
             if not all(ids) or len(set(ids)) < len(ids):
-                i += 1
-                while i < n and isinstance(messages[i], ToolMessage):
-                    i += 1
+                i = _results_end(messages, i + 1)
                 clean, since_clean = i, set()
                 continue
             calls = {str(c) for c in ids}
         i += 1
     return clean
+
+
+def _results_end(messages: Sequence[BaseMessage], i: int) -> int:
+    """The end of the run of tool results from ``messages[i]`` on (``i`` when there is none)."""
+    while i < len(messages) and isinstance(messages[i], ToolMessage):
+        i += 1
+    return i
 
 
 def find_safe_cut(messages: Sequence[BaseMessage], index: int) -> int:

@@ -42,7 +42,6 @@ ABOVE = {
     "microcompact.py:_aim_digest": 18,
     "microcompact.py:reduce_assistant": 18,
     "_options.py:check_options": 16,
-    "history.py:_broken_until": 16,
 }
 #: The highest complexity anywhere in the package (text parsers and front ends included) but
 #: the ones named in :data:`PACKAGE_ABOVE`.
