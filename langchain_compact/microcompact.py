@@ -330,37 +330,54 @@ def reduce_assistant(
         return None
     update: dict[str, Any] = {}
     if args and msg.tool_calls:
-        calls, changed = _stub_calls(msg, min_chars, archived)
-        if changed:
-            update["tool_calls"] = calls
-            kwargs = dict(msg.additional_kwargs)
-            # The provider's raw copy of the calls would carry the old arguments on.
-            kwargs.pop("tool_calls", None)
-            kwargs.pop("function_call", None)
-            update["additional_kwargs"] = kwargs
-            if isinstance(msg.content, list):
-                update["content"] = [
-                    {**b, "input": changed[b["id"]]}
-                    if isinstance(b, dict)
-                    and b.get("type") == "tool_use"
-                    and b.get("id") in changed
-                    else b
-                    for b in msg.content
-                ]
+        update.update(_stubbed_arguments(msg, min_chars, archived))
     if text and isinstance(msg.content, str) and len(msg.content) > keep_chars:
-        body = structured_digest(msg.content, max_chars=keep_chars)
-        words = " ".join(re.findall(r"\w+", msg.content)[:6])
-        notice = assistant_notice(
-            chars=len(msg.content),
-            omitted=max(0, len(msg.content) - len(body)),
-            message_id=msg.id,
-            query=words,
-            archived=archived,
-        )
-        update["content"] = f"{notice}\n{body}"
+        update["content"] = _cut_assistant_text(msg.content, msg.id, keep_chars, archived)
     if not update:
         return None
-    new = msg.model_copy(update=update)
+    return _marked_cleared(msg, msg.model_copy(update=update), counter, anchor)
+
+
+def _stubbed_arguments(msg: AIMessage, min_chars: int, archived: bool) -> dict[str, Any]:
+    """The update that stubs ``msg``'s long argument values (none when it has none)."""
+    calls, changed = _stub_calls(msg, min_chars, archived)
+    if not changed:
+        return {}
+    kwargs = dict(msg.additional_kwargs)
+    # The provider's raw copy of the calls would carry the old arguments on.
+    kwargs.pop("tool_calls", None)
+    kwargs.pop("function_call", None)
+    update: dict[str, Any] = {"tool_calls": calls, "additional_kwargs": kwargs}
+    if isinstance(msg.content, list):
+        update["content"] = [
+            {**b, "input": changed[b["id"]]}
+            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id") in changed
+            else b
+            for b in msg.content
+        ]
+    return update
+
+
+def _cut_assistant_text(
+    content: str, message_id: str | None, keep_chars: int, archived: bool
+) -> str:
+    """An assistant text cut to its head, tail and key lines, with a notice."""
+    body = structured_digest(content, max_chars=keep_chars)
+    words = " ".join(re.findall(r"\w+", content)[:6])
+    notice = assistant_notice(
+        chars=len(content),
+        omitted=max(0, len(content) - len(body)),
+        message_id=message_id,
+        query=words,
+        archived=archived,
+    )
+    return f"{notice}\n{body}"
+
+
+def _marked_cleared(
+    msg: AIMessage, new: AIMessage, counter: TokenCounter, anchor: str | None
+) -> AIMessage | None:
+    """``new`` (``msg`` reduced) marked cleared with its savings, ``None`` if it saves none."""
     old_text, new_text = _ai_text(msg), _ai_text(new)
     saved = counter([msg]) - counter([new])
     if saved <= 0:
@@ -1273,10 +1290,7 @@ def _aim_digest(
     measure = measure or counter
     text = tool_result_text(message)
     keep_chars = max(200, chars_for_tokens(want, text=text, text_tokens=size))
-    best: BaseMessage | None = None  # the largest digest within ``want``
-    best_shown = -1
-    smallest: BaseMessage | None = None  # else the last (smallest) one made
-    under, over = 0, None  # kept characters known to land under / over the aim
+    aim = _Aim(want, size, text)
     for _ in range(_AIM_ATTEMPTS):
         new = _truncate_one(
             message,
@@ -1287,31 +1301,56 @@ def _aim_digest(
             anchor=anchor,
         )
         shown = _tokens(tool_result_text(new), measure) if new is not None else size
-        if new is not None:
-            smallest = new
-            if best_shown < shown <= want:
-                best, best_shown = new, shown
-        if best_shown >= want * _AIM_CLOSE or (shown > want and keep_chars <= 200):
+        aim.record(new, shown)
+        if aim.best_shown >= want * _AIM_CLOSE or (shown > want and keep_chars <= 200):
             break
-        # Scale by the miss, within the sizes known to land under and over the aim (their
-        # midpoint when the scaled guess falls outside).
-        if shown > want:
-            over = keep_chars if over is None else min(over, keep_chars)
-        else:
-            under = max(under, keep_chars)
-        guess = int(keep_chars * want / max(1, shown))
-        if new is None:  # no digest shorter than the result yet: its framing must be paid
-            step = chars_for_tokens(2 * (size - want), text=text, text_tokens=size)
-            guess = keep_chars - max(keep_chars // 50, step)
-        elif shown > want:  # a digest keeps whole lines: a step under 2% may change nothing
-            guess = min(guess, keep_chars - max(1, keep_chars // 50))
-        low, high = max(200, under), over if over is not None else guess + 1
-        if not low < guess < high:
-            guess = (low + high) // 2 if over is not None else max(guess, keep_chars + 1)
+        guess = aim.next_guess(keep_chars, new is None, shown)
         if max(200, guess) == keep_chars:
             break
         keep_chars = max(200, guess)
-    return best or smallest
+    return aim.best or aim.smallest
+
+
+@dataclass(slots=True)
+class _Aim:
+    """:func:`_aim_digest`'s search: the digests made so far and the kept characters known
+    to land under and over the aim."""
+
+    want: int
+    size: int
+    text: str
+    best: BaseMessage | None = None  # the largest digest within ``want``
+    best_shown: int = -1
+    smallest: BaseMessage | None = None  # else the last (smallest) one made
+    under: int = 0
+    over: int | None = None
+
+    def record(self, new: BaseMessage | None, shown: int) -> None:
+        if new is not None:
+            self.smallest = new
+            if self.best_shown < shown <= self.want:
+                self.best, self.best_shown = new, shown
+
+    def next_guess(self, keep_chars: int, none: bool, shown: int) -> int:
+        """The kept characters to try next: scaled by the miss, within the sizes known to
+        land under and over the aim (their midpoint when the scaled guess falls outside).
+        ``none``: no digest shorter than the result was made."""
+        want, size = self.want, self.size
+        if shown > want:
+            self.over = keep_chars if self.over is None else min(self.over, keep_chars)
+        else:
+            self.under = max(self.under, keep_chars)
+        guess = int(keep_chars * want / max(1, shown))
+        if none:  # no digest shorter than the result yet: its framing must be paid
+            step = chars_for_tokens(2 * (size - want), text=self.text, text_tokens=size)
+            guess = keep_chars - max(keep_chars // 50, step)
+        elif shown > want:  # a digest keeps whole lines: a step under 2% may change nothing
+            guess = min(guess, keep_chars - max(1, keep_chars // 50))
+        over = self.over
+        low, high = max(200, self.under), over if over is not None else guess + 1
+        if not low < guess < high:
+            guess = (low + high) // 2 if over is not None else max(guess, keep_chars + 1)
+        return guess
 
 
 def cut_task(

@@ -39,8 +39,6 @@ ABOVE = {
     "graph/wiring.py:add_compaction": 19,
     "tokens.py:_block_parts": 19,
     "compaction.py:_steps": 18,
-    "microcompact.py:_aim_digest": 18,
-    "microcompact.py:reduce_assistant": 18,
     "_options.py:check_options": 16,
 }
 #: The highest complexity anywhere in the package (text parsers and front ends included) but
