@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tokenize
 from io import BytesIO
 from pathlib import Path
 from typing import Any
@@ -215,6 +216,105 @@ def measure(root: Path) -> dict[str, Any]:
     }
 
 
+def _comments(source: str) -> dict[int, tuple[bool, str]]:
+    """Line -> (whether the comment is the line's only content, its text without ``#``)."""
+    out: dict[int, tuple[bool, str]] = {}
+    lines = source.splitlines()
+    for tok in tokenize.generate_tokens(iter(source.splitlines(keepends=True)).__next__):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            alone = not lines[row - 1][:col].strip()
+            out[row] = (alone, tok.string.lstrip("#").lstrip(":").strip())
+    return out
+
+
+def _constant_nodes(tree: ast.Module) -> list[tuple[int, list[str], ast.expr]]:
+    """``(index in the body, names, value)`` of each module-level numeric constant."""
+    out = []
+    for k, node in enumerate(tree.body):
+        if isinstance(node, ast.Assign) and _is_number(node.value):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            out.append((k, names, node.value))
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and node.value is not None
+            and _is_number(node.value)
+            and isinstance(node.target, ast.Name)
+        ):
+            out.append((k, [node.target.id], node.value))
+    return out
+
+
+def constant_reasons(source: str) -> list[tuple[str, str, str]]:
+    """``(name, value, reason)`` of each module-level numeric constant of ``source``. The
+    reason is the code's own: the comment block right above it, else its trailing comment,
+    else the docstring right after it, else the comment above the run of assignments it
+    belongs to; ``""`` when the code gives none."""
+    tree = ast.parse(source)
+    comments = _comments(source)
+    out = []
+    for k, names, value in _constant_nodes(tree):
+        node = tree.body[k]
+        above: list[str] = []
+        row = node.lineno - 1
+        while row in comments and comments[row][0]:
+            above.insert(0, comments[row][1])
+            row -= 1
+        reason = " ".join(above)
+        end = node.end_lineno or node.lineno
+        if not reason and end in comments and not comments[end][0]:
+            reason = comments[end][1]
+        after = tree.body[k + 1] if k + 1 < len(tree.body) else None
+        if (
+            not reason
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            reason = " ".join(after.value.value.split())
+        j = k
+        while not reason and j > 0:  # the run of assignments it belongs to
+            prev = tree.body[j - 1]
+            if not isinstance(prev, ast.Assign | ast.AnnAssign) or (
+                (prev.end_lineno or prev.lineno) != tree.body[j].lineno - 1
+            ):
+                break
+            j -= 1
+            row = tree.body[j].lineno - 1
+            lead: list[str] = []
+            while row in comments and comments[row][0]:
+                lead.insert(0, comments[row][1])
+                row -= 1
+            reason = "(its group's comment) " + " ".join(lead) if lead else ""
+        shown = ast.get_source_segment(source, value) or ""
+        out += [(name, shown, reason) for name in names]
+    return out
+
+
+DOCS = ROOT / "docs" / "design.md"
+_OPEN = "<!-- bench.shape: constants -->"
+_CLOSE = "<!-- /bench.shape: constants -->"
+
+
+def constants_table(pkg: Path) -> str:
+    """The table of every module-level numeric constant with its reason (docs/design.md)."""
+    rows = ["| module | constant | value | why |", "|---|---|---|---|"]
+    for path in sorted(pkg.rglob("*.py")):
+        module = path.relative_to(pkg).as_posix()
+        for name, value, reason in constant_reasons(path.read_text(encoding="utf-8")):
+            why = reason.replace("|", "\\|") or "(the code gives no reason yet)"
+            rows.append(f"| `{module}` | `{name}` | `{value}` | {why} |")
+    return "\n".join(rows)
+
+
+def write_docs(pkg: Path = ROOT / PACKAGE, docs: Path = DOCS) -> None:
+    """Rewrite the constants table between its markers in docs/design.md."""
+    text = docs.read_text(encoding="utf-8")
+    head, _, rest = text.partition(_OPEN)
+    _, _, tail = rest.partition(_CLOSE)
+    docs.write_text(f"{head}{_OPEN}\n{constants_table(pkg)}\n{_CLOSE}{tail}", encoding="utf-8")
+
+
 def _checkout(rev: str, into: Path) -> str:
     """Extract ``rev``'s package into ``into``; its full hash."""
     full = subprocess.run(
@@ -283,7 +383,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.shape", description=__doc__)
     parser.add_argument("--base", default=BASE, help="the commit to compare with")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "shape.json"))
+    parser.add_argument(
+        "--docs", action="store_true", help="also rewrite docs/design.md's constants table"
+    )
     args = parser.parse_args(argv)
+    if args.docs:
+        write_docs()
     with tempfile.TemporaryDirectory() as tmp:
         base_rev = _checkout(args.base, Path(tmp))
         base = measure(Path(tmp))

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("radon")
 
-from bench.shape import functions, is_engine
+from bench.shape import DOCS, constants_table, functions, is_engine
 
 PACKAGE = Path(__file__).resolve().parents[2] / "langchain_compact"
 
@@ -103,3 +103,12 @@ def test_the_ratchet_catches_a_named_function_grown() -> None:
     grown = _BRANCHY.replace("def f(", "def _broken_until(")
     found = over({"history.py": grown}, CEILING, {"history.py:_broken_until": 16}, engine=True)
     assert found == ["history.py:_broken_until (line 1): complexity 17, at most 16"]
+
+
+def test_every_module_level_number_is_named_in_the_design_with_its_reason() -> None:
+    # must-show 6: the table in docs/design.md, "Numbers in the code", is the code's
+    table = constants_table(PACKAGE)
+    assert table.count("\n") > 100
+    assert table in DOCS.read_text(encoding="utf-8"), (
+        "docs/design.md's constants table is stale: run python -m bench.shape --docs"
+    )
