@@ -252,13 +252,15 @@ class _Draft:
         trigger but fitting goes on, and facts are the last thing a small room gives
         up). ``key_facts``: the room up to the fit limit itself, for the key facts of the
         supplement (values, ids) when the room up to halfway is gone."""
-        trigger, fit = self.config.trigger_tokens, self.config.fit_tokens
-        if key_facts and fit is not None:
-            roof = self.local(fit)
-        elif facts and trigger is not None and fit is not None:
-            roof = self.local((trigger + fit) // 2)
+        rooms = self.config.budget
+        if rooms is None:
+            return None
+        if key_facts:
+            roof = self.local(rooms.fit)
+        elif facts:
+            roof = self.local(rooms.facts_roof)
         else:
-            roof = self.local(trigger if trigger is not None else fit)
+            roof = self.local(rooms.trigger)
         if roof is None:
             return None
         return roof - self.counter([*self.head, *self.tail]) - self.extra - SUMMARY_HEADER_TOKENS
@@ -480,8 +482,8 @@ def summarize_span(
         job.prepared_text,
         job.prepared_covers,
     )
-    fit = draft.config.fit_tokens
-    restore_budget = 0 if fit is None else max(0, fit - draft.counter(span) - draft.bound)
+    rooms = draft.config.budget
+    restore_budget = 0 if rooms is None else rooms.restore(draft.counter(span), draft.bound)
     readable = yield from restore_originals(
         span, draft.archive, draft.thread_id, restore_budget, draft.counter
     )
@@ -551,14 +553,15 @@ def merge_summaries(
     budget with calls and log lines would be due again at the next compaction)."""
     config = draft.config
     earlier = [m for m in draft.head if kind_of(m) == KIND_SUMMARY]
-    window = config.context_window
+    rooms = config.budget
     body_tokens = draft.counter([HumanMessage(draft.body)])
-    budget = int(config.summary_budget_ratio * (window or 0))
-    if not window or not earlier or (draft.counter(earlier) + body_tokens <= budget and not force):
+    if rooms is None or not earlier:
+        return
+    if draft.counter(earlier) + body_tokens <= rooms.summaries and not force:
         return
     if force and len(earlier) < 2:
         return
-    merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
+    merge_bound = rooms.merge_bound(body_tokens)
     merge_ref = yield from archive_originals(
         draft.archive,
         earlier,
@@ -578,12 +581,12 @@ def merge_summaries(
             merging,
             earlier,
             config,
-            min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2)),
+            rooms.merge_call_bound(body_tokens),
         )
         draft.errors += merge_errors
         if merging is not summarizer or merge_used.startswith("fallback:"):
             draft.note_extractive("merged summaries")
-        merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=budget // 4)
+        merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=rooms.merge_dense)
     merged_msg = summary_message(
         # counted as the header plus the text, which a prepared merge counted ahead
         merged_summary_header(last=index - 1) + merged_text,
@@ -602,31 +605,29 @@ def merge_summaries(
 
 def _merge_due(
     head: Sequence[BaseMessage], text: str, config: CompactionConfig, counter: TokenCounter
-) -> tuple[list[BaseMessage], int, int, int] | None:
-    """``(earlier summaries, merge bound, summarizer bound, summary budget)`` when a
+) -> tuple[list[BaseMessage], int, int, Budget] | None:
+    """``(earlier summaries, merge bound, summarizer bound, the budget's rooms)`` when a
     compaction whose new summary is ``text`` will have to merge the earlier summaries in
     ``head`` (their size and the new one's over the summary budget); ``None`` when no merge
     will be due."""
     earlier = [m for m in head if kind_of(m) == KIND_SUMMARY]
-    window = config.context_window
-    if not window or not earlier:
+    rooms = config.budget
+    if rooms is None or not earlier:
         return None
-    budget = int(config.summary_budget_ratio * window)
     body_tokens = counter([HumanMessage(text)]) + SUMMARY_HEADER_TOKENS
     # The summary the trigger writes is this text plus its fidelity supplement (known only
     # then): a merge that its supplement could make due is prepared too (unused if not).
-    if counter(earlier) + body_tokens + facts_bound(config) <= budget:
+    if counter(earlier) + body_tokens + facts_bound(config) <= rooms.summaries:
         return None
-    merge_bound = max(MIN_SUMMARY_TOKENS, budget - body_tokens, budget // 2)
-    return earlier, merge_bound, min(merge_bound, max(MIN_SUMMARY_TOKENS, budget // 2)), budget
+    return earlier, rooms.merge_bound(body_tokens), rooms.merge_call_bound(body_tokens), rooms
 
 
 def _premerged(
-    earlier: list[BaseMessage], joined: str, merge_bound: int, budget: int, counter: TokenCounter
+    earlier: list[BaseMessage], joined: str, merge_bound: int, rooms: Budget, counter: TokenCounter
 ) -> tuple[list[str], str]:
     """The prepared merge of ``earlier`` from a summarizer's ``joined`` text: dense and
     checked (:func:`dense_merge`), and counted ahead."""
-    merged = dense_merge(earlier, joined, merge_bound, soft_tokens=budget // 4)
+    merged = dense_merge(earlier, joined, merge_bound, soft_tokens=rooms.merge_dense)
     # Counted here too, so the trigger counts only the merged summary's new header (a
     # merged summary is counted as its header plus this text: ``tokens.parts_cut``).
     approx_text(merged)
@@ -648,9 +649,9 @@ def premerge(
     due = _merge_due(head, text, config, counter)
     if due is None:
         return [], ""
-    earlier, merge_bound, bound, budget = due
+    earlier, merge_bound, bound, rooms = due
     joined = merger(ExtractiveSummarizer(), prepared=True).summarize(earlier, max_tokens=bound)
-    return _premerged(earlier, joined, merge_bound, budget, counter)
+    return _premerged(earlier, joined, merge_bound, rooms, counter)
 
 
 def premerge_steps(
@@ -669,10 +670,10 @@ def premerge_steps(
     due = _merge_due(head, text, config, counter)
     if due is None:
         return [], "", False
-    earlier, merge_bound, bound, budget = due
+    earlier, merge_bound, bound, rooms = due
     local = isinstance(summarizer, ExtractiveSummarizer) or getattr(summarizer, "_local", False)
     body_tokens = counter([HumanMessage(text)]) + SUMMARY_HEADER_TOKENS
-    if not local and counter(earlier) + body_tokens > budget:  # due without the supplement
+    if not local and counter(earlier) + body_tokens > rooms.summaries:  # due without the supplement
         outcome = yield SummarizeOp(summarizer, earlier, bound, config.summarizer_timeout)
         try:
             if outcome.error is not None:
@@ -681,7 +682,7 @@ def premerge_steps(
         except Exception as exc:
             logger.info("preparing a merge with the summarizer failed (%s); joined instead", exc)
         else:
-            return (*_premerged(earlier, written, merge_bound, budget, counter), True)
+            return (*_premerged(earlier, written, merge_bound, rooms, counter), True)
     keys, merged = premerge(head, text, config, counter)
     return keys, merged, False
 

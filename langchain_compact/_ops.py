@@ -187,23 +187,18 @@ async def adrive(steps: Generator[Op, Outcome, T]) -> T:
 
 
 def summary_bound(config: CompactionConfig) -> int:
-    """One summary's token bound: ``summary_max_tokens``, capped by the summary budget."""
-    if config.context_window is None:
-        return config.summary_max_tokens
-    budget = int(config.summary_budget_ratio * config.context_window)
-    return max(64, min(config.summary_max_tokens, budget))
+    """One summary's token bound: ``summary_max_tokens``, capped by the summary budget
+    (:attr:`Budget.summary_bound <langchain_compact.budget.Budget.summary_bound>`)."""
+    budget = config.budget
+    return config.summary_max_tokens if budget is None else budget.summary_bound
 
 
 def facts_bound(config: CompactionConfig) -> int:
     """Tokens the fidelity supplement of one compaction may take (the facts its summary
-    dropped): half the summary bound, or a quarter of the summary budget when that is
-    larger. A summary bound fixed in tokens (2,000 by default) holds the facts of a few
-    dozen turns; in a large window a compaction takes hundreds, and their facts fit in the
-    room it frees (a 128k window: 8,000 tokens, about 600 fact lines)."""
-    half = summary_bound(config) // 2
-    if config.context_window is None:
-        return half
-    return max(half, int(config.summary_budget_ratio * config.context_window) // 4)
+    dropped): :attr:`Budget.facts <langchain_compact.budget.Budget.facts>`, or half the
+    summary bound while the window is unknown."""
+    budget = config.budget
+    return summary_bound(config) // 2 if budget is None else budget.facts
 
 
 def summarize_steps(

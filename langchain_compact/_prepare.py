@@ -231,8 +231,8 @@ def prepare_steps(
     full = summary_bound(config)
     at_trigger = Plan(head=plan.head, span=[], tail=[*plan.tail, *plan.tail])
     bound = max(full // 2, expected_bound(messages, at_trigger, config, counter, tools))
-    fit = config.fit_tokens
-    budget = 0 if fit is None else max(0, fit - counter(span) - bound)
+    rooms = config.budget
+    budget = 0 if rooms is None else rooms.restore(counter(span), bound)
     if archive is None:
         # What the trigger will read: by then micro-compaction has cleared these read
         # results, and without an archive nothing restores them for the summarizer.
@@ -365,8 +365,8 @@ def use_prepared(
     if not rest:
         return Use(plan, prepared.text, covers, "used")
     after = tokens_before - counter(plan.span[:covers]) + counter_text(prepared.text, counter)
-    trigger, start = config.trigger_tokens, config.prepare_tokens
-    if trigger is not None and start is not None and after <= (trigger + start) // 2:
+    rooms = config.budget
+    if rooms is not None and after <= rooms.prepared_keeps_newer:
         kept = Plan(head=plan.head, span=plan.span[:covers], tail=[*rest, *plan.tail])
         return Use(kept, prepared.text, covers, f"used, {len(rest)} newer messages kept")
     return Use(plan, prepared.text, covers, f"used + key lines of {len(rest)} newer messages")

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +36,7 @@ from langchain_compact.markers import (
     newest_boundary,
 )
 
-__all__ = ["HistoryFacts", "clear_memo", "history_facts", "holding"]
+__all__ = ["HistoryFacts", "clear_memo", "history_facts"]
 
 #: Histories remembered at once (one per thread in practice; the oldest is forgotten).
 MEMO_SIZE = 32
@@ -50,7 +48,13 @@ MIN_MEMO_LENGTH = 64
 
 @dataclass(frozen=True, slots=True)
 class HistoryFacts:
-    """The metadata facts of a message list (see the module docstring)."""
+    """The metadata facts of a message list (see the module docstring). Frozen: no field
+    changes once made, and no other module writes into one. It owns three caches of the
+    checks that go on from where they stopped on a growing history (a mark, a running sum,
+    a note per caller's key), read and written through its methods only
+    (:meth:`checked_to`, :meth:`mark_checked`, :meth:`counted_to`, :meth:`record_count`,
+    :meth:`note`, :meth:`set_note`) and copied, never shared, into the facts of a longer
+    list."""
 
     length: int = 0
     """Number of messages described."""
@@ -85,19 +89,44 @@ class HistoryFacts:
     reduced without compacting, which may stand before the boundary, as a cut task does;
     :meth:`~langchain_compact.core.Compactor.overflow`). A window learned is never above the
     one in force, so the smallest is the newest."""
-    checked: dict[Any, int] = field(default_factory=dict)
-    """Caller-owned marks: ``key -> index`` below which a caller's check found nothing."""
-    counted: dict[Any, tuple[int, int]] = field(default_factory=dict)
-    """Caller-owned running sums: ``key -> (n, total)``, a per-message count summed over the
-    first ``n`` messages (a longer list with the same start goes on from there)."""
-    notes: dict[Any, Any] = field(default_factory=dict)
-    """Caller-owned state of a check that goes on from where it stopped (immutable values:
-    a longer list with the same start copies them, never shares a mutable one)."""
+    _checked: dict[Any, int] = field(default_factory=dict, repr=False, compare=False)
+    """Marks: ``key -> index`` below which a caller's check found nothing."""
+    _counted: dict[Any, tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
+    """Running sums: ``key -> (n, total)``, a per-message count summed over the first ``n``
+    messages (a longer list with the same start goes on from there)."""
+    _notes: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """State of a check that goes on from where it stopped (immutable values: a longer list
+    with the same start copies them, never shares a mutable one)."""
 
     @property
     def task_index(self) -> int:
         """:func:`~langchain_compact.history.original_task_index` of the list."""
         return self.pinned_task if self.pinned_task >= 0 else self.first_human
+
+    def checked_to(self, key: Hashable) -> int:
+        """The index below which the check named ``key`` found nothing (0: unknown)."""
+        return self._checked.get(key, 0)
+
+    def mark_checked(self, key: Hashable, index: int) -> None:
+        """The check named ``key`` found nothing below ``index``."""
+        self._checked[key] = index
+
+    def counted_to(self, key: Hashable) -> tuple[int, int]:
+        """``(n, total)``: the count named ``key`` summed over the first ``n`` messages
+        (``(0, 0)``: nothing summed)."""
+        return self._counted.get(key, (0, 0))
+
+    def record_count(self, key: Hashable, n: int, total: int) -> None:
+        """The count named ``key`` is ``total`` over the first ``n`` messages."""
+        self._counted[key] = (n, total)
+
+    def note(self, key: Hashable) -> Any:
+        """The note the check named ``key`` left (``None``: none)."""
+        return self._notes.get(key)
+
+    def set_note(self, key: Hashable, value: Any) -> None:
+        """Leave ``value`` (immutable) for the check named ``key``."""
+        self._notes[key] = value
 
 
 def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | None:
@@ -165,9 +194,9 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
         first_human=first_human,
         credit=credit,
         provider_window=window,
-        checked=dict(facts.checked),
-        counted=dict(facts.counted),
-        notes=dict(facts.notes),
+        _checked=dict(facts._checked),
+        _counted=dict(facts._counted),
+        _notes=dict(facts._notes),
     )
 
 
@@ -177,9 +206,6 @@ _EMPTY = HistoryFacts()
 #: prompt), and one entry per first message made them evict each other on every turn.
 _memo: OrderedDict[int, list[tuple[list[object], HistoryFacts]]] = OrderedDict()
 _lock = threading.Lock()
-_held: ContextVar[tuple[Sequence[object], HistoryFacts] | None] = ContextVar(
-    "langchain_compact_held_facts", default=None
-)
 
 
 def history_facts(messages: Sequence[object]) -> HistoryFacts | None:
@@ -193,9 +219,6 @@ def history_facts(messages: Sequence[object]) -> HistoryFacts | None:
     """
     if not messages:
         return HistoryFacts()
-    held = _held.get()
-    if held is not None and held[0] is messages and held[1].length == len(messages):
-        return held[1]
     if len(messages) < MIN_MEMO_LENGTH:
         return _extend(_EMPTY, messages)
     items = messages if isinstance(messages, list) else list(messages)
@@ -238,17 +261,6 @@ def history_facts(messages: Sequence[object]) -> HistoryFacts | None:
                 if not oldest:
                     _memo.popitem(last=False)
     return fresh
-
-
-@contextmanager
-def holding(messages: Sequence[object], facts: HistoryFacts) -> Iterator[None]:
-    """Within the block, ``history_facts(messages)`` (this very list object, not modified
-    meanwhile: the caller's promise) returns ``facts`` without checking again."""
-    token = _held.set((messages, facts))
-    try:
-        yield
-    finally:
-        _held.reset(token)
 
 
 def clear_memo() -> None:

@@ -13,6 +13,10 @@ Example:
     121760
     >>> b.unread_share(fixed=2_000)  # an unread result that cannot fit keeps at least this
     30476
+    >>> b.task_max, b.large_result, b.summaries, b.summary_bound, b.facts
+    (32000, 25600, 32000, 2000, 8000)
+    >>> b.raised_trigger(after=110_000)  # a compaction left 110,000: halfway to the fit
+    116952
 """
 
 from __future__ import annotations
@@ -21,12 +25,64 @@ from dataclasses import dataclass
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "DEFAULT_FOLD_RATIO",
+    "DEFAULT_LARGE_RESULT_RATIO",
+    "DEFAULT_MICRO_TARGET_RATIO",
+    "DEFAULT_MICRO_TRIGGER_RATIO",
+    "DEFAULT_PREPARE_RATIO",
+    "DEFAULT_REPLY_RESERVE_CAP",
+    "DEFAULT_SUMMARY_BUDGET_RATIO",
+    "DEFAULT_SUMMARY_MAX_TOKENS",
+    "DEFAULT_TASK_MAX_RATIO",
+    "DEFAULT_TRIGGER_RATIO",
     "MIN_SUMMARY_TOKENS",
+    "MIN_SUPPLEMENT_TOKENS",
     "OBSERVATION_CHARS",
     "SUMMARY_HEADER_TOKENS",
     "Budget",
     "chars_for_tokens",
 ]
+
+# ---------------------------------------------------------------------- the defaults
+# Declared here once: :class:`Budget`'s fields and
+# :class:`~langchain_compact.config.CompactionConfig`'s both read them (the config
+# re-exports them under the same names). docs/design.md ("The budget") gives each reason.
+
+DEFAULT_TRIGGER_RATIO = 0.75
+"""``trigger_ratio``: a full compaction runs at three quarters of the window, early enough
+that the summarizer call and the next turn's growth still fit."""
+
+DEFAULT_MICRO_TRIGGER_RATIO = 0.75
+"""``micro_trigger_ratio``: clearing starts where a compaction would run, so an agent with
+room pays nothing, not even a broken prompt cache."""
+
+DEFAULT_MICRO_TARGET_RATIO = 0.3
+"""``micro_target_ratio``: one clearing batch brings the context down to 30% of the window,
+so one break of the cached prefix buys many turns of growth."""
+
+DEFAULT_FOLD_RATIO = 1.0
+"""``fold_ratio``: a window's worth of cleared originals is folded into a summary; until
+then each placeholder keeps its facts visible."""
+
+DEFAULT_PREPARE_RATIO = 0.6
+"""``prepare_ratio``: no summary is prepared ahead below 60% of the window (80% of the
+default trigger): a run that ends first wastes no summarizer call."""
+
+DEFAULT_TASK_MAX_RATIO = 0.25
+"""``task_max_ratio``: a pinned task over a quarter of the window is cut under pressure."""
+
+DEFAULT_LARGE_RESULT_RATIO = 0.2
+"""``large_result_ratio``: a read result over a fifth of the window is digested."""
+
+DEFAULT_SUMMARY_BUDGET_RATIO = 0.25
+"""``summary_budget_ratio``: all summaries together may take a quarter of the window."""
+
+DEFAULT_SUMMARY_MAX_TOKENS = 2_000
+"""``summary_max_tokens``: the most one summary may take, whatever the window."""
+
+DEFAULT_REPLY_RESERVE_CAP = 4_096
+"""The most the reply reserve takes when ``reply_reserve_tokens`` is not set: the output
+most chat models produce in one call by default."""
 
 CHARS_PER_TOKEN = 4
 """Characters per token where a token limit must be applied to text before it is counted
@@ -46,10 +102,11 @@ SUMMARY_HEADER_TOKENS = 80
 """Local tokens of a summary's header and the message framing around it."""
 
 MIN_SUMMARY_TOKENS = 64
-#: The smallest fidelity supplement worth adding (a couple of constraint lines).
-MIN_SUPPLEMENT_TOKENS = 32
 """The shortest summary worth writing (its header aside): below it a summary cannot say
 what was done, what is pending and why."""
+
+MIN_SUPPLEMENT_TOKENS = 32
+"""The smallest fidelity supplement worth adding (a couple of constraint lines)."""
 
 
 def chars_for_tokens(tokens: int, *, text: str = "", text_tokens: int = 0) -> int:
@@ -75,28 +132,28 @@ class Budget:
     """
 
     window: int
-    trigger_ratio: float = 0.75
-    micro_trigger_ratio: float = 0.75
-    micro_target_ratio: float = 0.3
-    fold_ratio: float = 1.0
-    prepare_ratio: float = 0.6
-    task_max_ratio: float = 0.25
-    large_result_ratio: float = 0.2
-    summary_budget_ratio: float = 0.25
+    trigger_ratio: float = DEFAULT_TRIGGER_RATIO
+    micro_trigger_ratio: float = DEFAULT_MICRO_TRIGGER_RATIO
+    micro_target_ratio: float = DEFAULT_MICRO_TARGET_RATIO
+    fold_ratio: float = DEFAULT_FOLD_RATIO
+    prepare_ratio: float = DEFAULT_PREPARE_RATIO
+    task_max_ratio: float = DEFAULT_TASK_MAX_RATIO
+    large_result_ratio: float = DEFAULT_LARGE_RESULT_RATIO
+    summary_budget_ratio: float = DEFAULT_SUMMARY_BUDGET_RATIO
     reply_reserve_tokens: int | None = None
-    summary_max_tokens: int = 2_000
+    summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
 
     # ------------------------------------------------------------------ the fixed lines
 
     @property
     def reserve(self) -> int:
         """Tokens kept free for the model's reply: the explicit setting, else a twentieth of
-        the window, at most 4,096. A reply needs room however large the window; 4,096 is
-        the output most chat models produce in one call by default, and a twentieth keeps a
-        small window usable."""
+        the window, at most :data:`DEFAULT_REPLY_RESERVE_CAP` (4,096). A reply needs room
+        however large the window; 4,096 is the output most chat models produce in one call
+        by default, and a twentieth keeps a small window usable."""
         if self.reply_reserve_tokens is not None:
             return self.reply_reserve_tokens
-        return min(4_096, self.window // 20)
+        return min(DEFAULT_REPLY_RESERVE_CAP, self.window // 20)
 
     @property
     def fit(self) -> int:
@@ -109,6 +166,28 @@ class Budget:
         """Where a full compaction runs: ``trigger_ratio`` of the window, never above
         :attr:`fit` (a compaction must start while the next call still fits)."""
         return min(self.fit, int(self.window * self.trigger_ratio))
+
+    def raised_trigger(self, after: int) -> int:
+        """The trigger after a compaction that left ``after`` tokens: when that is over
+        :attr:`trigger` (the kept messages alone are over it), halfway from ``after`` to
+        :attr:`fit`. Compacting again on the next turn would summarise one turn at a time;
+        the next compaction waits until the context has grown halfway to the fit limit."""
+        if after < self.trigger:
+            return self.trigger
+        return max(self.trigger, min(self.fit, (after + self.fit) // 2))
+
+    @property
+    def facts_roof(self) -> int:
+        """The most a compacted history may take when its fidelity supplement needs room:
+        halfway between :attr:`trigger` and :attr:`fit`. A compacted history over the
+        trigger but fitting goes on, and facts are the last thing a small room gives up."""
+        return (self.trigger + self.fit) // 2
+
+    def near_fit(self, tokens: int, margin: float) -> bool:
+        """Whether an estimate of ``tokens`` is within ``margin`` (a share) of :attr:`fit`:
+        such a count is confirmed by an exact one before the call goes out (an estimate
+        errs by its content's mix)."""
+        return tokens > (1 - margin) * self.fit
 
     @property
     def micro_gate(self) -> int:
@@ -128,6 +207,15 @@ class Budget:
     def prepare(self) -> int:
         """Below this no summary is prepared ahead of the trigger (never above it)."""
         return min(self.trigger, int(self.window * self.prepare_ratio))
+
+    @property
+    def prepared_keeps_newer(self) -> int:
+        """A prepared summary used at the trigger leaves the messages the span took on since
+        it was prepared in the kept tail when the compacted context ends at most here:
+        halfway between :attr:`prepare` and :attr:`trigger` (well under the trigger, so the
+        next turns do not compact again at once); past it they get a short incremental
+        summary."""
+        return (self.trigger + self.prepare) // 2
 
     @property
     def fold(self) -> int:
@@ -154,6 +242,48 @@ class Budget:
         """All summaries together may take this much; over it the earlier ones are merged
         (the only time a summary is summarised)."""
         return int(self.window * self.summary_budget_ratio)
+
+    @property
+    def summary_bound(self) -> int:
+        """One summary's bound: ``summary_max_tokens``, never over :attr:`summaries` (one
+        summary may not take the room of all of them) nor under :data:`MIN_SUMMARY_TOKENS`."""
+        return max(MIN_SUMMARY_TOKENS, min(self.summary_max_tokens, self.summaries))
+
+    @property
+    def facts(self) -> int:
+        """The most one compaction's fidelity supplement (the facts its summary dropped)
+        may take: half the summary bound, or a quarter of :attr:`summaries` when that is
+        larger. A bound fixed in tokens holds the facts of a few dozen turns; in a large
+        window a compaction takes hundreds, and their facts fit in the room it frees (a
+        128k window: 8,000 tokens, about 600 fact lines)."""
+        return max(self.summary_bound // 2, self.summaries // 4)
+
+    @property
+    def next_summary(self) -> int:
+        """The room kept for the summary the next compaction writes, where a reduction must
+        leave it room (digesting unread results): ``summary_max_tokens``, at most a tenth
+        of :attr:`fit` (a small window cannot give a summary more)."""
+        return min(self.summary_max_tokens, self.fit // 10)
+
+    def merge_bound(self, new: int) -> int:
+        """The bound of the earlier summaries merged into one beside a new summary of
+        ``new`` tokens: what :attr:`summaries` leaves beside it, but at least half of
+        :attr:`summaries` (a large new summary must not squeeze the older facts out) and
+        never under :data:`MIN_SUMMARY_TOKENS`."""
+        return max(MIN_SUMMARY_TOKENS, self.summaries - new, self.summaries // 2)
+
+    def merge_call_bound(self, new: int) -> int:
+        """The bound a summarizer writing the merge is given: :meth:`merge_bound`, at most
+        half of :attr:`summaries` (the merged text is made dense within the merge bound
+        afterwards)."""
+        return min(self.merge_bound(new), max(MIN_SUMMARY_TOKENS, self.summaries // 2))
+
+    @property
+    def merge_dense(self) -> int:
+        """Beyond this a merged summary keeps only key facts: a quarter of
+        :attr:`summaries` (a merge that refilled the budget with calls and log lines would
+        be due again at the next compaction)."""
+        return self.summaries // 4
 
     # ------------------------------------------------------------------ rooms beside the history
 
@@ -215,6 +345,13 @@ class Budget:
     def supplement_floor() -> int:
         """The smallest fidelity supplement worth adding: a couple of constraint lines."""
         return MIN_SUPPLEMENT_TOKENS
+
+    def restore(self, span: int, bound: int) -> int:
+        """How much of a span's cleared originals the summarizer may read restored: what
+        :attr:`fit` leaves beside the span (``span`` tokens) and the summary it writes
+        (``bound``). The summarizer's own call must fit; originals past it are read as their
+        placeholders (their facts)."""
+        return max(0, self.fit - span - bound)
 
     def unread_share(self, fixed: int) -> int:
         """The least room an unread result that cannot fit whole keeps as a digest: a

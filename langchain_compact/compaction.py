@@ -27,7 +27,7 @@ from langchain_compact._compaction_plan import (
 )
 from langchain_compact._ops import Op, Outcome, adrive, drive
 from langchain_compact._prepare import Prepared, use_prepared
-from langchain_compact._scan import HistoryFacts, history_facts, holding
+from langchain_compact._scan import HistoryFacts, history_facts
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.history import last_boundary_index, newest_request_index
@@ -161,10 +161,10 @@ def _raised_trigger(boundary_meta: dict[str, Any], config: CompactionConfig) -> 
     """:func:`effective_trigger` given the newest boundary's marker dict."""
     trigger = _trigger(config)
     after = boundary_meta.get("tokens_after")
-    fit = config.fit_tokens or trigger
-    if not isinstance(after, int) or after < trigger:
+    budget = config.budget  # known: the trigger is
+    if not isinstance(after, int) or budget is None:
         return trigger
-    return max(trigger, min(fit, (after + fit) // 2))
+    return budget.raised_trigger(after)
 
 
 def decide(
@@ -194,14 +194,11 @@ def decide(
         trigger = effective_trigger(messages, config)
     else:
         trigger = _raised_trigger(facts.boundary_meta, config)
-    if tokens is None and facts is not None:
-        with holding(messages, facts):
-            tokens = context_tokens(messages, counter=counter, tools=tools)
-    elif tokens is None:
-        tokens = context_tokens(messages, counter=counter, tools=tools)
+    if tokens is None:
+        tokens = context_tokens(messages, counter=counter, tools=tools, facts=facts)
     fit = config.fit_tokens or trigger
     window = config.context_window or fit
-    fold_limit = config._tokens(config.fold_ratio)
+    fold_limit = None if config.budget is None else config.budget.fold
     removed = removed_since_boundary(messages) if facts is None else facts.removed_since
     fold = fold_limit is not None and removed >= fold_limit
     if not fold and tokens < trigger:

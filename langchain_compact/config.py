@@ -11,7 +11,19 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from langchain_compact._defaults import DEFAULT_ARCHIVE_DIR, default_archive_dir
-from langchain_compact.budget import Budget
+from langchain_compact.budget import (
+    DEFAULT_FOLD_RATIO,
+    DEFAULT_LARGE_RESULT_RATIO,
+    DEFAULT_MICRO_TARGET_RATIO,
+    DEFAULT_MICRO_TRIGGER_RATIO,
+    DEFAULT_PREPARE_RATIO,
+    DEFAULT_REPLY_RESERVE_CAP,
+    DEFAULT_SUMMARY_BUDGET_RATIO,
+    DEFAULT_SUMMARY_MAX_TOKENS,
+    DEFAULT_TASK_MAX_RATIO,
+    DEFAULT_TRIGGER_RATIO,
+    Budget,
+)
 from langchain_compact.errors import ConfigError
 
 __all__ = [
@@ -20,6 +32,7 @@ __all__ = [
     "DEFAULT_KEEP_LAST_N",
     "DEFAULT_LARGE_RESULT_RATIO",
     "DEFAULT_LARGE_TOOL_RESULT_CHARS",
+    "DEFAULT_LARGE_TOOL_RESULT_KEEP_CHARS",
     "DEFAULT_MICRO_KEEP",
     "DEFAULT_MICRO_MIN_CHARS",
     "DEFAULT_MICRO_TARGET_RATIO",
@@ -34,22 +47,17 @@ __all__ = [
     "CompactionConfig",
 ]
 
-DEFAULT_TRIGGER_RATIO = 0.75
+# The defaults of the sizes derived from the window (the ratios, the summary's bound, the
+# reply reserve's cap) are declared once, in :mod:`langchain_compact.budget`, and
+# re-exported here; the others are declared here.
 DEFAULT_KEEP_LAST_N = 4
 DEFAULT_MICRO_KEEP = 3
 DEFAULT_MICRO_MIN_CHARS = 100
-DEFAULT_SUMMARY_MAX_TOKENS = 2_000
-DEFAULT_SUMMARY_BUDGET_RATIO = 0.25
 DEFAULT_THRASH_LIMIT = 3
 DEFAULT_LARGE_TOOL_RESULT_CHARS = 5_000
 """The seed's fixed cut (characters); now used only where no context window is known."""
-DEFAULT_MICRO_TRIGGER_RATIO = 0.75
-DEFAULT_MICRO_TARGET_RATIO = 0.3
-DEFAULT_LARGE_RESULT_RATIO = 0.2
-DEFAULT_FOLD_RATIO = 1.0
-DEFAULT_TASK_MAX_RATIO = 0.25
-DEFAULT_REPLY_RESERVE_CAP = 4_096
-DEFAULT_PREPARE_RATIO = 0.6
+DEFAULT_LARGE_TOOL_RESULT_KEEP_CHARS = 2_000
+"""Size of the digest that replaces an oversized result (characters)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +199,7 @@ class CompactionConfig:
     ``large_result_ratio``. ``None`` (default): use the ratio; with no known window, the
     seed's 5,000 characters."""
 
-    large_tool_result_keep_chars: int = 2_000
+    large_tool_result_keep_chars: int = DEFAULT_LARGE_TOOL_RESULT_KEEP_CHARS
     """Size of the digest that replaces an oversized result (characters)."""
 
     digest: Callable[[str], str] | None = field(default=None, compare=False)
@@ -426,9 +434,6 @@ class CompactionConfig:
         """Context size below which no summary is prepared (never above the trigger)."""
         b = self.budget
         return None if b is None else b.prepare
-
-    def _tokens(self, ratio: float) -> int | None:
-        return None if self.context_window is None else int(self.context_window * ratio)
 
     def with_window(self, context_window: int) -> CompactionConfig:
         """Return a copy with ``context_window`` set (validated)."""

@@ -40,9 +40,7 @@ import math
 import operator
 import re
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -69,7 +67,7 @@ from langchain_compact._prepare import (
 )
 from langchain_compact._refed import without_refed
 from langchain_compact._scan import boundary_meta, history_facts
-from langchain_compact.budget import MIN_SUMMARY_TOKENS
+from langchain_compact.budget import MIN_SUMMARY_TOKENS, Budget
 from langchain_compact.compaction import (
     CompactionResult,
     Decision,
@@ -106,8 +104,7 @@ from langchain_compact.summarizers import (
     FOCUS_HEADING,
     ExtractiveSummarizer,
     Summarizer,
-    current_focus,
-    focusing,
+    focused,
 )
 from langchain_compact.tokens import (
     CONFIRM_MARGIN,
@@ -136,6 +133,7 @@ __all__ = [
     "MicroStep",
     "Pending",
     "Turn",
+    "TurnContext",
     "TurnOutcome",
     "compaction_report",
     "emit",
@@ -156,22 +154,47 @@ messages can exceed the local one (another tokenizer, the framing of messages an
 window learned too large earns a second refusal, which propagates; one learned a little
 small only reduces a little early."""
 
-#: (id of the compactor, window) while a step runs under a learned window.
-_WINDOW: ContextVar[tuple[int, int] | None] = ContextVar("langchain_compact_window", default=None)
 
-#: The events of the turn (or stage) being run, for :attr:`Turn.events`.
-_TURN_EVENTS: ContextVar[list[dict[str, Any]] | None] = ContextVar(
-    "langchain_compact_turn_events", default=None
-)
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """What one call into the compactor (a turn, one of its stages, a compaction on demand,
+    a recovery from a refusal) runs under, made by that entry point and passed down to
+    every step explicitly: the events its steps report (one list, shared by the stages a
+    turn runs), the window in force and the focus of a compaction asked for on demand."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """What the steps reported so far, in order (a stage's :attr:`Turn.events` are those
+    reported since it started, :meth:`since`)."""
+    focus: str | None = None
+    """What the summary keeps first (``Compactor.compact_now``); ``None``: no focus."""
+    window: int | None = None
+    """The window a provider's refusal taught, when the step runs under one
+    (:meth:`Compactor.learned_window`, :meth:`Compactor.overflow`; LCEL keeps it per
+    thread); ``None``: the configured window. :meth:`Compactor.settings` is the config
+    narrowed to it."""
+
+    def since(self, start: int) -> tuple[dict[str, Any], ...]:
+        """The events reported after the first ``start``."""
+        return tuple(self.events[start:])
+
+    def narrowed(self, window: int | None) -> TurnContext:
+        """This context with the window narrowed to ``window`` (never widened; ``None``
+        changes nothing), the same events list."""
+        if window is None or (self.window is not None and self.window <= window):
+            return self
+        return replace(self, window=max(1, int(window)))
+
+    def focusing(self, focus: str | None) -> TurnContext:
+        """This context with ``focus`` (stripped; blank is none), the same events list."""
+        return replace(self, focus=focus.strip() if focus and focus.strip() else None)
 
 
-def emit(event: dict[str, Any]) -> None:
+def emit(event: dict[str, Any], events: list[dict[str, Any]] | None = None) -> None:
     """Send ``event`` as a custom stream event under :data:`EVENT_KEY`, when inside a graph
     run that streams ``"custom"``, and as a callback custom event named :data:`EVENT_KEY`
     (``on_custom_event`` in ``astream_events(version="v2")``) inside any run with callbacks
-    (a no-op anywhere else), and record it in the :attr:`Turn.events` of the turn being
-    run."""
-    events = _TURN_EVENTS.get()
+    (a no-op anywhere else), and append it to ``events`` (a :attr:`TurnContext.events`,
+    for the :attr:`Turn.events` of the turn being run) when given."""
     if events is not None:
         events.append(event)
     try:
@@ -192,21 +215,6 @@ def thread_id_of(run_config: Any, default: str = DEFAULT_THREAD_ID) -> str:
     """The run's ``configurable.thread_id`` (the archive namespace), else ``default``."""
     configurable = (run_config or {}).get("configurable") or {}
     return str(configurable.get("thread_id") or default)
-
-
-@contextmanager
-def _recording() -> Iterator[list[dict[str, Any]]]:
-    """Collect the events emitted inside (a stage run inside a turn also hands its events
-    to the turn)."""
-    outer = _TURN_EVENTS.get()
-    events: list[dict[str, Any]] = []
-    token = _TURN_EVENTS.set(events)
-    try:
-        yield events
-    finally:
-        _TURN_EVENTS.reset(token)
-        if outer is not None:
-            outer.extend(events)
 
 
 class CompactionKeys(TypedDict):
@@ -375,6 +383,7 @@ def _unless_larger(
     result: CompactionResult,
     counter: TokenCounter,
     fit: int | None,
+    events: list[dict[str, Any]] | None = None,
 ) -> tuple[CompactionResult, int]:
     """``result`` and the tokens it frees, unless it would not shrink a context that fits
     the next call: then nothing is applied, the history stays as it was (the originals
@@ -410,7 +419,7 @@ def _unless_larger(
     )
     logger.info("%s", reason)  # routine: the run goes on with the history as it was
     event = {"tokens_before": before, "tokens_after": before - freed, "reason": reason}
-    emit({"event": "compaction_skipped", **event})
+    emit({"event": "compaction_skipped", **event}, events)
     kept = CompactionResult(
         list(messages), None, before, before, errors=result.errors, reason=reason
     )
@@ -487,10 +496,16 @@ class Compactor:
 
     @property
     def config(self) -> CompactionConfig:
-        """The settings in use: the configured ones, with ``context_window`` narrowed to the
-        window learned from a provider's refusal while a step runs on a history that
-        records one (:meth:`learned_window`, :meth:`overflow`)."""
-        window = self._window()
+        """The configured settings. A step runs on :meth:`settings`: these, with
+        ``context_window`` narrowed to the window a provider's refusal taught the history
+        (:attr:`TurnContext.window`)."""
+        return self._config
+
+    def settings(self, ctx: TurnContext | None) -> CompactionConfig:
+        """The settings a step runs with: the configured ones, with ``context_window``
+        narrowed to ``ctx.window``, the window learned from a provider's refusal
+        (:meth:`learned_window`, :meth:`overflow`), when it is smaller."""
+        window = None if ctx is None else ctx.window
         base = self._config
         if window is None or base.context_window is None or window >= base.context_window:
             return base
@@ -499,25 +514,6 @@ class Compactor:
             narrowed = replace(base, context_window=window)
             self._narrowed[window] = narrowed
         return narrowed
-
-    def _window(self) -> int | None:
-        held = _WINDOW.get()
-        return held[1] if held is not None and held[0] == id(self) else None
-
-    @contextmanager
-    def narrowed(self, window: int | None) -> Iterator[None]:
-        """Run the steps inside with the window narrowed to ``window`` (never widened; a
-        ``None`` changes nothing): the learned window of a thread whose history does not
-        carry it (LCEL keeps it per thread)."""
-        current = self._window()
-        if window is None or (current is not None and current <= window):
-            yield
-            return
-        token = _WINDOW.set((id(self), max(1, int(window))))
-        try:
-            yield
-        finally:
-            _WINDOW.reset(token)
 
     @staticmethod
     def learned_window(messages: Sequence[BaseMessage]) -> int | None:
@@ -531,9 +527,10 @@ class Compactor:
         value = boundary_meta(messages).get(PROVIDER_WINDOW_KEY)  # a stray non-message
         return value if isinstance(value, int) and value > 0 else None
 
-    def _learning(self, messages: Sequence[BaseMessage]) -> Any:
-        """:meth:`narrowed` to the window ``messages`` learned, if any."""
-        return self.narrowed(self.learned_window(messages))
+    def _learning(self, ctx: TurnContext | None, messages: Sequence[BaseMessage]) -> TurnContext:
+        """``ctx`` (a new context when ``None``) narrowed to the window ``messages`` learned,
+        if any (:meth:`TurnContext.narrowed`)."""
+        return (TurnContext() if ctx is None else ctx).narrowed(self.learned_window(messages))
 
     # ------------------------------------------------------------------ counting, deciding
 
@@ -569,15 +566,20 @@ class Compactor:
             return tokens
         return None
 
-    def decide(self, messages: Sequence[BaseMessage], *, tokens: int | None = None) -> Decision:
+    def decide(
+        self,
+        messages: Sequence[BaseMessage],
+        *,
+        tokens: int | None = None,
+        ctx: TurnContext | None = None,
+    ) -> Decision:
         """Continue, compact first, or stop (:func:`~langchain_compact.compaction.decide`),
         on the count the micro step left for this list when there is one."""
         if tokens is None:
             tokens = self._counted(messages)
         if tokens is None and self.verify_anchor:
             tokens = self.count(messages)
-        with self._learning(messages):
-            config = self.config
+        config = self.settings(self._learning(ctx, messages))
         decision = decide(
             messages, config=config, counter=self.counter, tools=self.tools, tokens=tokens
         )
@@ -590,7 +592,7 @@ class Compactor:
                 decision = decide(
                     messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
                 )
-        elif decision.action == "continue" and self._near(decision.tokens, fit):
+        elif decision.action == "continue" and self._near(decision.tokens, config.budget):
             # The call goes out on this count: near the fit limit a scaled estimate is
             # confirmed first (tokens.CONFIRM_MARGIN), and an exact floor over the fit limit
             # decides (under it the call fits, and compaction keeps its timing).
@@ -619,23 +621,26 @@ class Compactor:
             calibrated=(1.0, 0),
         )
 
-    def _near(self, tokens: int, fit: int | None) -> bool:
+    def _near(self, tokens: int, budget: Budget | None) -> bool:
         """Whether ``tokens`` (counted by the configured counter, not tiktoken) is within
-        :data:`~langchain_compact.tokens.CONFIRM_MARGIN` of the fit limit ``fit``."""
+        :data:`~langchain_compact.tokens.CONFIRM_MARGIN` of the budget's fit limit."""
         return (
-            fit is not None
+            budget is not None
             and not isinstance(self.counter, TiktokenCounter)
-            and tokens > (1 - CONFIRM_MARGIN) * fit
+            and budget.near_fit(tokens, CONFIRM_MARGIN)
         )
 
-    def after_compaction(self, messages: Sequence[BaseMessage]) -> Literal["continue", "stop"]:
+    def after_compaction(
+        self, messages: Sequence[BaseMessage], ctx: TurnContext | None = None
+    ) -> Literal["continue", "stop"]:
         """The check after a compaction (dirty-value protection): the last usage numbers
         describe the old history, so judge the new one by a calibrated local estimate. Go on
         whenever the next call fits the window minus the reply reserve; still over the
         trigger but fitting is reported (event ``over_trigger``), not a stop, and no new
         compaction runs until the context grows (``compaction.effective_trigger``)."""
+        cfg = self.settings(ctx)
         tokens = self.count(messages)
-        fit = self.config.fit_tokens or 0
+        fit = cfg.fit_tokens or 0
         if tokens > fit:
             tokens = self.confirmed(messages, tokens)
             # The compaction's own count of this very list (its draft, counted with
@@ -645,9 +650,10 @@ class Compactor:
                 tokens = min(tokens, after)
             if tokens > fit:
                 return "stop"
-        trigger = self.config.trigger_tokens or 0
+        trigger = cfg.trigger_tokens or 0
         if tokens >= trigger:
-            emit({"event": "over_trigger", "tokens": tokens, "trigger": trigger, "fit": fit})
+            event = {"event": "over_trigger", "tokens": tokens, "trigger": trigger, "fit": fit}
+            emit(event, ctx.events if ctx is not None else None)
             logger.info(
                 "after compacting the context is %d tokens, over the trigger of %d but within "
                 "the %d that fit: going on",
@@ -657,32 +663,37 @@ class Compactor:
             )
         return "continue"
 
-    def overflow_reason(self, messages: Sequence[BaseMessage]) -> str:
+    def overflow_reason(
+        self, messages: Sequence[BaseMessage], ctx: TurnContext | None = None
+    ) -> str:
         """Why a compacted history cannot go on (for the stop message or the error)."""
         tokens = self.count(messages)
+        fit = self.settings(ctx).fit_tokens
         return (
             f"the context is still {tokens} tokens after compacting, more than the "
-            f"{self.config.fit_tokens} that fit the window with room for the reply: the kept "
+            f"{fit} that fit the window with room for the reply: the kept "
             "messages alone are too large"
         )
 
-    def stop(self, messages: Sequence[BaseMessage], reason: str) -> AIMessage:
+    def stop(
+        self, messages: Sequence[BaseMessage], reason: str, ctx: TurnContext | None = None
+    ) -> AIMessage:
         """The message a run ends with: what is done, pending, blocked, and how to go on."""
         message = stop_message(messages, reason, advice=self.memory.advice if self.memory else "")
-        emit({"event": "stop", "reason": reason})
+        emit({"event": "stop", "reason": reason}, ctx.events if ctx is not None else None)
         logger.warning("compaction stopped the run: %s", reason)
         return message
 
     # ------------------------------------------------------------------ micro-compaction
 
     def micro_steps(
-        self, messages: Sequence[BaseMessage], thread_id: str
+        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
     ) -> Generator[Op, Outcome, MicroStep]:
         """The micro-compaction step as a sans-IO generator: plan (clear old read results,
         digest oversized ones, under pressure only), redact, archive the originals, tag."""
         before = messages if isinstance(messages, list) else list(messages)
         try:
-            return (yield from self._micro_steps(before, thread_id))
+            return (yield from self._micro_steps(before, thread_id, ctx or TurnContext()))
         finally:
             # The unread results' precise sizes and fact lines, worked out off this thread
             # for the turn that clears them; asked for once this step is done, so the
@@ -691,16 +702,17 @@ class Compactor:
             precount_unread(before)
 
     def _micro_steps(
-        self, before: list[BaseMessage], thread_id: str
+        self, before: list[BaseMessage], thread_id: str, ctx: TurnContext
     ) -> Generator[Op, Outcome, MicroStep]:
+        cfg = self.settings(ctx)
         result = micro_compact_with_count(
             before,
-            self.config,
+            cfg,
             archived=self.archive is not None,
             counter=self.counter,
             tools=self.tools,
             verify_anchor=self.verify_anchor,
-            compactable=self._can_compact,
+            compactable=lambda m: self._can_compact(m, ctx),
         )
         if not result.changed:
             self._remember_count(before, result.tokens)
@@ -711,7 +723,7 @@ class Compactor:
             archive=self.archive,
             thread_id=thread_id,
             reason="micro-compaction",
-            redactor=self.config.redactor,
+            redactor=cfg.redactor,
             changed=result.changed,
         )
         changed = [out[i] for i in result.changed]
@@ -722,7 +734,8 @@ class Compactor:
                 "cleared": len(changed),
                 "saved_tokens": saved,
                 "archive_ref": ref,
-            }
+            },
+            ctx.events,
         )
         logger.info(
             "micro-compaction: %d tool results cleared, ~%d tokens saved", len(changed), saved
@@ -730,13 +743,14 @@ class Compactor:
         self._remember_count(out, result.tokens)
         return MicroStep(out, changed, ref, saved, result.tokens, tuple(result.changed))
 
-    def _can_compact(self, messages: Sequence[BaseMessage]) -> bool:
+    def _can_compact(self, messages: Sequence[BaseMessage], ctx: TurnContext | None) -> bool:
         """Whether a full compaction can make room for ``messages`` without cutting what the
         model has not read: there is a span to summarise, ``max_compactions`` is not
         reached, and the unread results fit beside the system prompt, the task and a
         minimal summary."""
-        plan = plan_compaction(messages, self.config, self.counter, self.tools)
-        cap, fit = self.config.max_compactions, self.config.fit_tokens
+        cfg = self.settings(ctx)
+        plan = plan_compaction(messages, cfg, self.counter, self.tools)
+        cap, fit = cfg.max_compactions, cfg.fit_tokens
         if plan is None or fit is None:
             return False
         if cap is not None and compaction_info(messages).count >= cap:
@@ -748,7 +762,7 @@ class Compactor:
     # ------------------------------------------------------------------ the pairing
 
     def repair_steps(
-        self, messages: Sequence[BaseMessage], thread_id: str
+        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
     ) -> Generator[Op, Outcome, tuple[list[BaseMessage], HistoryRepair | None]]:
         """The check of the tool-call pairing before a model call (docs/design.md, B2), as a
         sans-IO generator: a valid history comes back as it is; a broken one raises
@@ -796,7 +810,8 @@ class Compactor:
         changes = [
             {"index": c.index, "action": c.action, "detail": c.detail} for c in fixed.changes
         ]
-        emit({"event": "history_repaired", "changes": changes, "archive_ref": ref})
+        event = {"event": "history_repaired", "changes": changes, "archive_ref": ref}
+        emit(event, ctx.events if ctx is not None else None)
         shown = "; ".join(f"messages[{c.index}] {c.action}" for c in fixed.changes[:5])
         more = f"; and {len(changes) - 5} more" if len(changes) > 5 else ""
         routine = all(c.action == "answered" for c in fixed.changes)  # as create_agent does
@@ -811,12 +826,12 @@ class Compactor:
         return fixed.messages, fixed
 
     def clear_steps(
-        self, messages: Sequence[BaseMessage], thread_id: str
+        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
     ) -> Generator[Op, Outcome, tuple[MicroStep, HistoryRepair | None]]:
         """The turn's first stage as a sans-IO generator: the pairing check (and repair,
         :meth:`repair_steps`), then micro-compaction (:meth:`micro_steps`)."""
-        valid, repair = yield from self.repair_steps(messages, thread_id)
-        step = yield from self.micro_steps(valid, thread_id)
+        valid, repair = yield from self.repair_steps(messages, thread_id, ctx)
+        step = yield from self.micro_steps(valid, thread_id, ctx)
         return step, repair
 
     def micro(self, messages: Sequence[BaseMessage], thread_id: str) -> MicroStep:
@@ -841,19 +856,24 @@ class Compactor:
     # ------------------------------------------------------------------ preparing
 
     def prepare_due(
-        self, messages: Sequence[BaseMessage], decision: Decision, prepared: Any = None
+        self,
+        messages: Sequence[BaseMessage],
+        decision: Decision,
+        prepared: Any = None,
+        ctx: TurnContext | None = None,
     ) -> bool:
         """Whether to prepare a summary now, concurrently with the model call: preparing is
         on, the call goes ahead (``decision``) with the context past ``prepare_tokens``, and
         no usable (or failed) summary is prepared for this boundary yet."""
-        start = self.config.prepare_tokens
+        cfg = self.settings(ctx)
+        start = cfg.prepare_tokens
         if not self.prepares or decision.action != "continue" or start is None:
             return False
         if decision.tokens < start:
             return False
-        if not self._compaction_ahead(messages, decision.tokens):
+        if not self._compaction_ahead(messages, decision.tokens, ctx):
             return False
-        plan = plan_compaction(messages, self.config, self.counter, self.tools)
+        plan = plan_compaction(messages, cfg, self.counter, self.tools)
         if plan is None:
             return False
         record = Prepared.from_dict(prepared)
@@ -864,19 +884,21 @@ class Compactor:
                 record,
                 messages,
                 plan,
-                config=self.config,
+                config=cfg,
                 summarizer=self.summarizer,
             )
             return covers == 0
         return True
 
-    def _compaction_ahead(self, messages: Sequence[BaseMessage], tokens: int) -> bool:
+    def _compaction_ahead(
+        self, messages: Sequence[BaseMessage], tokens: int, ctx: TurnContext | None
+    ) -> bool:
         """Whether the next turn, growing as the newest one did, will likely end in a full
         compaction. The next turn is simulated: the newest turn repeated (its results are
         read by then, so clearing may take them), run through micro-compaction and the
         routing decision exactly as the real one will be. Preparing only then (just in
         time) wastes no summary on a run that clearing keeps under the trigger."""
-        cfg = self.config
+        cfg = self.settings(ctx)
         start = unread_start(messages)  # the newest turn: its AIMessage and what followed
         newest = start - 1 if start else len(messages)
         turn = list(messages[newest:])
@@ -894,7 +916,7 @@ class Compactor:
             counter=self.counter,
             tools=self.tools,
             tokens=ahead,
-            compactable=self._can_compact,
+            compactable=lambda m: self._can_compact(m, ctx),
         )
         after = decide(
             cleared.messages,
@@ -906,12 +928,12 @@ class Compactor:
         return after.action == "compact"
 
     def prepare_steps(
-        self, messages: Sequence[BaseMessage], thread_id: str
+        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
     ) -> Generator[Op, Outcome, Prepared | None]:
         """Summarise the span a compaction would take now, without changing anything."""
         return prepare_steps(
             messages,
-            config=self.config,
+            config=self.settings(ctx),
             summarizer=self.summarizer,
             archive=self.archive,
             thread_id=thread_id,
@@ -919,12 +941,15 @@ class Compactor:
             tools=self.tools,
         )
 
-    def _prepared(self, record: Prepared | None, started: float) -> Prepared | None:
+    def _prepared(
+        self, record: Prepared | None, started: float, ctx: TurnContext | None
+    ) -> Prepared | None:
+        events = ctx.events if ctx is not None else None
         seconds = round(time.perf_counter() - started, 3)
         if record is None:
             return None
         if record.failed:
-            emit({"event": "prepare_failed", "reason": record.failed, "seconds": seconds})
+            emit({"event": "prepare_failed", "reason": record.failed, "seconds": seconds}, events)
             logger.warning("preparing a summary failed (%s); the trigger will retry", record.failed)
         else:
             emit(
@@ -932,7 +957,8 @@ class Compactor:
                     "event": "summary_prepared",
                     "messages": len(record.span_ids),
                     "seconds": seconds,
-                }
+                },
+                events,
             )
             logger.info(
                 "summary prepared ahead of the trigger: %d messages in %.2f s",
@@ -941,26 +967,30 @@ class Compactor:
             )
         return record
 
-    def prepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
+    def prepare(
+        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
+    ) -> Prepared | None:
         """Run :meth:`prepare_steps` (I/O done synchronously)."""
         started = time.perf_counter()
-        with self._learning(messages):
-            return self._prepared(drive(self.prepare_steps(messages, thread_id)), started)
+        ctx = self._learning(ctx, messages)
+        return self._prepared(drive(self.prepare_steps(messages, thread_id, ctx)), started, ctx)
 
-    async def aprepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
+    async def aprepare(
+        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
+    ) -> Prepared | None:
         """Async twin of :meth:`prepare`."""
         await self.aready()
         started = time.perf_counter()
-        with self._learning(messages):
-            record = await adrive(self.prepare_steps(messages, thread_id))
-        return self._prepared(record, started)
+        ctx = self._learning(ctx, messages)
+        record = await adrive(self.prepare_steps(messages, thread_id, ctx))
+        return self._prepared(record, started, ctx)
 
     # ------------------------------------------------------------------ full compaction
 
-    def _kwargs(self, thread_id: str, prepared: Any) -> dict[str, Any]:
+    def _kwargs(self, thread_id: str, prepared: Any, ctx: TurnContext) -> dict[str, Any]:
         return {
-            "summarizer": self.summarizer,
-            "config": self.config,
+            "summarizer": focused(self.summarizer, ctx.focus),
+            "config": self.settings(ctx),
             "archive": self.archive,
             "thread_id": thread_id,
             "counter": self.counter,
@@ -971,47 +1001,58 @@ class Compactor:
         }
 
     def compact(
-        self, messages: Sequence[BaseMessage], thread_id: str, *, prepared: Any = None
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        prepared: Any = None,
+        ctx: TurnContext | None = None,
     ) -> CompactionResult:
         """One full compaction (:func:`~langchain_compact.compaction.compact_history`),
         using ``prepared`` (a summary prepared before the trigger) when it still matches."""
+        ctx = self._learning(ctx, messages)
         started = time.perf_counter()
-        with self._learning(messages):
-            result = compact_history(messages, **self._kwargs(thread_id, prepared))
-            result, freed = self._applied(messages, result)
-        self._report(result, time.perf_counter() - started, freed)
+        result = compact_history(messages, **self._kwargs(thread_id, prepared, ctx))
+        result, freed = self._applied(messages, result, ctx)
+        self._report(result, time.perf_counter() - started, freed, ctx)
         return result
 
     async def acompact(
-        self, messages: Sequence[BaseMessage], thread_id: str, *, prepared: Any = None
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        *,
+        prepared: Any = None,
+        ctx: TurnContext | None = None,
     ) -> CompactionResult:
         """Async twin of :meth:`compact`."""
+        ctx = self._learning(ctx, messages)
         await self.aready()
         started = time.perf_counter()
-        with self._learning(messages):
-            kwargs = self._kwargs(thread_id, prepared)
-            result = await acompact_history(messages, **kwargs)
-            result, freed = self._applied(messages, result)
-        self._report(result, time.perf_counter() - started, freed)
+        kwargs = self._kwargs(thread_id, prepared, ctx)
+        result = await acompact_history(messages, **kwargs)
+        result, freed = self._applied(messages, result, ctx)
+        self._report(result, time.perf_counter() - started, freed, ctx)
         return result
 
     def _applied(
-        self, messages: Sequence[BaseMessage], result: CompactionResult
+        self, messages: Sequence[BaseMessage], result: CompactionResult, ctx: TurnContext
     ) -> tuple[CompactionResult, int]:
         """A compaction's result as the turn applies it (the learned window carried, the
         focus first, kept only if it frees tokens: :func:`_unless_larger`) and what it
         frees; shared by :meth:`compact` and :meth:`acompact`."""
         return _unless_larger(
             messages,
-            with_focus(self._carried(result), current_focus()),
+            with_focus(self._carried(result, ctx), ctx.focus),
             self.counter,
-            self.config.fit_tokens,
+            self.settings(ctx).fit_tokens,
+            ctx.events,
         )
 
-    def _carried(self, result: CompactionResult) -> CompactionResult:
+    def _carried(self, result: CompactionResult, ctx: TurnContext) -> CompactionResult:
         """The result with the learned window (the one in force) on its boundary, so the
         thread keeps it after this compaction."""
-        window = self._window()
+        window = ctx.window
         if window is None or result.summary is None:
             return result
         summary = with_meta(result.summary, **{PROVIDER_WINDOW_KEY: window})
@@ -1036,12 +1077,15 @@ class Compactor:
         """The numbers of a compaction, as the ``last_compaction`` state key holds them."""
         return compaction_report(result)
 
-    def _report(self, result: CompactionResult, seconds: float, freed: int = 0) -> None:
+    def _report(
+        self, result: CompactionResult, seconds: float, freed: int, ctx: TurnContext
+    ) -> None:
         if result.prepared.startswith("discarded"):
-            emit({"event": "prepared_discarded", "reason": result.prepared[len("discarded: ") :]})
+            reason = result.prepared[len("discarded: ") :]
+            emit({"event": "prepared_discarded", "reason": reason}, ctx.events)
             logger.info("prepared summary %s", result.prepared)
         elif result.prepared:
-            emit({"event": "prepared_used", "how": result.prepared})
+            emit({"event": "prepared_used", "how": result.prepared}, ctx.events)
         if result.summary is not None:
             pause = round(seconds, 3)
             event = {**self.report(result), "freed_tokens": freed, "pause_seconds": pause}
@@ -1058,7 +1102,7 @@ class Compactor:
                     f"new history; counted alike on the messages that changed, the "
                     f"compaction freed {freed} tokens"
                 )
-            emit({"event": "compaction", **event})
+            emit({"event": "compaction", **event}, ctx.events)
             logger.info(
                 "compaction #%s: %d messages summarised by %s, %s (counted alike on what it "
                 "removed and what it added); the context is now about %d tokens by "
@@ -1083,6 +1127,7 @@ class Compactor:
         prepared: Any = None,
         run_config: Any = None,
         write_stop: bool = True,
+        ctx: TurnContext | None = None,
     ) -> Turn:
         """Everything compaction does before one model call, as one :class:`Turn`: clear
         old tool results (archiving them first), decide, run a full compaction when one is
@@ -1096,18 +1141,22 @@ class Compactor:
             run_config: The run's config, for the memory store (``memory=``).
             write_stop: Write the stop message (:attr:`Turn.stop`); ``False`` for a host
                 that cannot end the run (LCEL raises instead).
+            ctx: What the turn runs under (:class:`TurnContext`; a new one by default),
+                its events included.
         """
-        with self._learning(messages), _recording() as events:
-            cleared = self.clear(messages, thread_id)
-            decision, prepare = self.route(cleared.messages, prepared)
-            turn = self._decided(cleared, decision, prepare, write_stop)
-            if turn is None:  # a full compaction is due
-                record = prepared.take() if isinstance(prepared, Pending) else prepared
-                done = self.compaction(
-                    cleared.messages, thread_id, prepared=record, run_config=run_config
-                )
-                turn = self._settled(cleared, done, write_stop)
-        return replace(turn, events=tuple(events))
+        ctx = TurnContext() if ctx is None else ctx
+        start = len(ctx.events)
+        ctx = self._learning(ctx, messages)
+        cleared = self.clear(messages, thread_id, ctx=ctx)
+        decision, prepare = self.route(cleared.messages, prepared, ctx)
+        turn = self._decided(cleared, decision, prepare, write_stop, ctx)
+        if turn is None:  # a full compaction is due
+            record = prepared.take() if isinstance(prepared, Pending) else prepared
+            done = self.compaction(
+                cleared.messages, thread_id, prepared=record, run_config=run_config, ctx=ctx
+            )
+            turn = self._settled(cleared, done, write_stop, ctx)
+        return replace(turn, events=ctx.since(start))
 
     async def aturn(
         self,
@@ -1117,30 +1166,33 @@ class Compactor:
         prepared: Any = None,
         run_config: Any = None,
         write_stop: bool = True,
+        ctx: TurnContext | None = None,
     ) -> Turn:
         """Async twin of :meth:`turn` (archive, summarizer and memory I/O awaited)."""
-        with self._learning(messages), _recording() as events:
-            cleared = await self.aclear(messages, thread_id)
-            decision, prepare = self.route(cleared.messages, prepared)
-            turn = self._decided(cleared, decision, prepare, write_stop)
-            if turn is None:
-                record = prepared.take() if isinstance(prepared, Pending) else prepared
-                if inspect.isawaitable(record):
-                    record = await record
-                done = await self.acompaction(
-                    cleared.messages, thread_id, prepared=record, run_config=run_config
-                )
-                turn = self._settled(cleared, done, write_stop)
-        return replace(turn, events=tuple(events))
+        ctx = TurnContext() if ctx is None else ctx
+        start = len(ctx.events)
+        ctx = self._learning(ctx, messages)
+        cleared = await self.aclear(messages, thread_id, ctx=ctx)
+        decision, prepare = self.route(cleared.messages, prepared, ctx)
+        turn = self._decided(cleared, decision, prepare, write_stop, ctx)
+        if turn is None:
+            record = prepared.take() if isinstance(prepared, Pending) else prepared
+            if inspect.isawaitable(record):
+                record = await record
+            done = await self.acompaction(
+                cleared.messages, thread_id, prepared=record, run_config=run_config, ctx=ctx
+            )
+            turn = self._settled(cleared, done, write_stop, ctx)
+        return replace(turn, events=ctx.since(start))
 
     def _decided(
-        self, cleared: Turn, decision: Decision, prepare: bool, write_stop: bool
+        self, cleared: Turn, decision: Decision, prepare: bool, write_stop: bool, ctx: TurnContext
     ) -> Turn | None:
         """The turn when the decision ends it (continue or stop); ``None``: compact."""
         if decision.action == "continue":
             return replace(cleared, prepare=prepare)
         if decision.action == "stop":
-            stopped = self._stopping(cleared.messages, decision.reason, write_stop)
+            stopped = self._stopping(cleared.messages, decision.reason, write_stop, ctx)
             return replace(
                 stopped,
                 replaced=cleared.replaced,
@@ -1149,30 +1201,33 @@ class Compactor:
             )
         return None
 
-    def _settled(self, cleared: Turn, done: Turn, write_stop: bool) -> Turn:
+    def _settled(self, cleared: Turn, done: Turn, write_stop: bool, ctx: TurnContext) -> Turn:
         """A compaction's turn after the check that the next call fits."""
         history = done.history if done.history is not None else cleared.history
         done = replace(done, replaced=cleared.replaced, history=history, repair=cleared.repair)
-        if self.after_step(done.messages, done.transition) == "continue":
+        if self.after_step(done.messages, done.transition, ctx) == "continue":
             return done
-        reason = self.stop_reason(done.messages, done.transition, done.reason)
-        stopped = self._stopping(done.messages, reason, write_stop)
+        reason = self.stop_reason(done.messages, done.transition, done.reason, ctx)
+        stopped = self._stopping(done.messages, reason, write_stop, ctx)
         return replace(
             done, outcome="stopped", transition="stopped", stop=stopped.stop, reason=reason
         )
 
     # ------------------------------------------------------------------ on demand
 
-    def on_demand_refusal(self, messages: Sequence[BaseMessage]) -> str:
+    def on_demand_refusal(
+        self, messages: Sequence[BaseMessage], ctx: TurnContext | None = None
+    ) -> str:
         """Why a compaction asked for now does not run (``""``: it runs). The rules of a
         triggered one: ``max_compactions``, and the cooldown (at least one model turn since
         the last compaction, ``cooldown_turns`` when larger), so an agent calling the
         compaction tool again and again cannot loop."""
         info = compaction_info(messages)
-        cap = self.config.max_compactions
+        cfg = self.settings(ctx)
+        cap = cfg.max_compactions
         if cap is not None and info.count >= cap:
             return f"the compaction limit max_compactions={cap} is reached"
-        wait = max(1, self.config.cooldown_turns)
+        wait = max(1, cfg.cooldown_turns)
         if info.count and info.turns_since < wait:
             return (
                 f"a compaction ran {info.turns_since} model turn(s) ago; the next one may run "
@@ -1188,6 +1243,7 @@ class Compactor:
         focus: str | None = None,
         run_config: Any = None,
         write_stop: bool = True,
+        ctx: TurnContext | None = None,
     ) -> Turn:
         """A full compaction asked for now (by the application, a human or the agent's
         ``compact_conversation`` tool), whatever the trigger says, with ``focus``: what the
@@ -1196,18 +1252,21 @@ class Compactor:
         same compaction a trigger runs (archive, fidelity, boundary, the check after it),
         refused by the same limits (:meth:`on_demand_refusal`): then the outcome is
         ``"continue"`` with the reason, and nothing changed."""
-        with self._learning(messages), _recording() as events:
-            refusal = self.on_demand_refusal(messages)
-            if refusal:
-                before = list(messages)
-                emit({"event": "compaction_refused", "reason": refusal})
-                turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
-            else:
-                emit({"event": "compaction_on_demand", "focus": focus})
-                with focusing(focus):
-                    done = self.compaction(messages, thread_id, run_config=run_config)
-                turn = self._on_demand(messages, done, write_stop)
-        return replace(turn, events=tuple(events))
+        ctx = TurnContext() if ctx is None else ctx
+        start = len(ctx.events)
+        ctx = self._learning(ctx, messages)
+        refusal = self.on_demand_refusal(messages, ctx)
+        if refusal:
+            before = list(messages)
+            emit({"event": "compaction_refused", "reason": refusal}, ctx.events)
+            turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
+        else:
+            emit({"event": "compaction_on_demand", "focus": focus}, ctx.events)
+            done = self.compaction(
+                messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
+            )
+            turn = self._on_demand(messages, done, write_stop, ctx)
+        return replace(turn, events=ctx.since(start))
 
     async def acompact_now(
         self,
@@ -1217,41 +1276,46 @@ class Compactor:
         focus: str | None = None,
         run_config: Any = None,
         write_stop: bool = True,
+        ctx: TurnContext | None = None,
     ) -> Turn:
         """Async twin of :meth:`compact_now`."""
         await self.aready()
-        with self._learning(messages), _recording() as events:
-            refusal = self.on_demand_refusal(messages)
-            if refusal:
-                before = list(messages)
-                emit({"event": "compaction_refused", "reason": refusal})
-                turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
-            else:
-                emit({"event": "compaction_on_demand", "focus": focus})
-                with focusing(focus):
-                    done = await self.acompaction(messages, thread_id, run_config=run_config)
-                turn = self._on_demand(messages, done, write_stop)
-        return replace(turn, events=tuple(events))
+        ctx = TurnContext() if ctx is None else ctx
+        start = len(ctx.events)
+        ctx = self._learning(ctx, messages)
+        refusal = self.on_demand_refusal(messages, ctx)
+        if refusal:
+            before = list(messages)
+            emit({"event": "compaction_refused", "reason": refusal}, ctx.events)
+            turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
+        else:
+            emit({"event": "compaction_on_demand", "focus": focus}, ctx.events)
+            done = await self.acompaction(
+                messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
+            )
+            turn = self._on_demand(messages, done, write_stop, ctx)
+        return replace(turn, events=ctx.since(start))
 
-    def _on_demand(self, messages: Sequence[BaseMessage], done: Turn, write_stop: bool) -> Turn:
+    def _on_demand(
+        self, messages: Sequence[BaseMessage], done: Turn, write_stop: bool, ctx: TurnContext
+    ) -> Turn:
         if done.outcome != "compacted":
             return done
-        return self._settled(Turn("continue", "continue", list(messages)), done, write_stop)
+        return self._settled(Turn("continue", "continue", list(messages)), done, write_stop, ctx)
 
     # ------------------------------------------------------------------ the provider's refusal
 
-    def overflow_window(self, messages: Sequence[BaseMessage]) -> int:
+    def overflow_window(
+        self, messages: Sequence[BaseMessage], ctx: TurnContext | None = None
+    ) -> int:
         """The window a provider's refusal of ``messages`` teaches: the provider counted
         that input at its window or more, so its window is below the size of ``messages``.
         That size is the smaller of the compactor's count and tiktoken's exact count (the
         estimate errs high), and the window learned is :data:`OVERFLOW_MARGIN` of it lower
         (the provider's count can exceed the local one), never above the window in force."""
-        with self._learning(messages):
-            window = self.config.context_window or 0
-            tokens = self.count(messages)
-            exact = precise_context_tokens(
-                messages, tools=self.tools, verify_anchor=self.verify_anchor
-            )
+        window = self.settings(self._learning(ctx, messages)).context_window or 0
+        tokens = self.count(messages)
+        exact = precise_context_tokens(messages, tools=self.tools, verify_anchor=self.verify_anchor)
         refused = tokens if exact is None else min(tokens, exact)
         learned = max(1, refused - math.ceil(refused * OVERFLOW_MARGIN))
         return min(window, learned) if window else learned
@@ -1264,6 +1328,7 @@ class Compactor:
         run_config: Any = None,
         write_stop: bool = True,
         window: int | None = None,
+        ctx: TurnContext | None = None,
     ) -> Turn:
         """The provider refused the call on ``messages`` for its length: learn the window
         (:meth:`overflow_window`, or ``window``) and run the whole turn under it
@@ -1277,12 +1342,14 @@ class Compactor:
         :attr:`Turn.messages`, which :attr:`Turn.history` also holds), or ``"stopped"``
         when every reduction is spent and the call still cannot fit the learned window, or
         a limit the user set stops the run (raise the refusal then)."""
-        learned = window or self.overflow_window(messages)
-        with self.narrowed(learned), _recording() as events:
-            self._refused(messages, learned)
-            turn = self.turn(messages, thread_id, run_config=run_config, write_stop=False)
-            turn = self._recovered(messages, turn, learned, write_stop)
-        return replace(turn, events=tuple(events))
+        ctx = TurnContext() if ctx is None else ctx
+        learned = window or self.overflow_window(messages, ctx)
+        start = len(ctx.events)
+        ctx = ctx.narrowed(learned)
+        self._refused(messages, learned, ctx)
+        turn = self.turn(messages, thread_id, run_config=run_config, write_stop=False, ctx=ctx)
+        turn = self._recovered(messages, turn, learned, write_stop, ctx)
+        return replace(turn, events=ctx.since(start))
 
     async def aoverflow(
         self,
@@ -1292,15 +1359,20 @@ class Compactor:
         run_config: Any = None,
         write_stop: bool = True,
         window: int | None = None,
+        ctx: TurnContext | None = None,
     ) -> Turn:
         """Async twin of :meth:`overflow`."""
         await self.aready()
-        learned = window or self.overflow_window(messages)
-        with self.narrowed(learned), _recording() as events:
-            self._refused(messages, learned)
-            turn = await self.aturn(messages, thread_id, run_config=run_config, write_stop=False)
-            turn = self._recovered(messages, turn, learned, write_stop)
-        return replace(turn, events=tuple(events))
+        ctx = TurnContext() if ctx is None else ctx
+        learned = window or self.overflow_window(messages, ctx)
+        start = len(ctx.events)
+        ctx = ctx.narrowed(learned)
+        self._refused(messages, learned, ctx)
+        turn = await self.aturn(
+            messages, thread_id, run_config=run_config, write_stop=False, ctx=ctx
+        )
+        turn = self._recovered(messages, turn, learned, write_stop, ctx)
+        return replace(turn, events=ctx.since(start))
 
     @staticmethod
     def spent(window: int, why: str = "") -> str:
@@ -1315,9 +1387,10 @@ class Compactor:
             f"tokens ({why})"
         )
 
-    def _refused(self, messages: Sequence[BaseMessage], window: int) -> None:
+    def _refused(self, messages: Sequence[BaseMessage], window: int, ctx: TurnContext) -> None:
         configured = self._config.context_window
-        emit({"event": "provider_overflow", "window": window, "configured": configured})
+        event = {"event": "provider_overflow", "window": window, "configured": configured}
+        emit(event, ctx.events)
         logger.warning(
             "the provider refused a call of ~%d tokens for its length (configured window %s): "
             "reducing to a window of %d and retrying",
@@ -1327,19 +1400,24 @@ class Compactor:
         )
 
     def _recovered(
-        self, messages: Sequence[BaseMessage], turn: Turn, learned: int, write_stop: bool
+        self,
+        messages: Sequence[BaseMessage],
+        turn: Turn,
+        learned: int,
+        write_stop: bool,
+        ctx: TurnContext,
     ) -> Turn:
         """The recovery's turn (run under the learned window) as the turn to retry with:
         the whole reduced history, the learned window recorded on it; a stop when the turn
         stopped or reduced nothing (the refusal stands)."""
         before = list(messages)
         if turn.error is not None:  # the summarizer failed: its own error, as a turn's
-            return self._stopping(before, turn.reason, write_stop)
+            return self._stopping(before, turn.reason, write_stop, ctx)
         out = list(turn.messages)
         same = len(out) == len(before) and all(map(operator.is_, out, before))
         if turn.outcome == "stopped" or same:
-            return self._stopping(before, self.spent(learned, turn.reason), write_stop)
-        window = self._window() or learned
+            return self._stopping(before, self.spent(learned, turn.reason), write_stop, ctx)
+        window = ctx.window or learned
         if self.learned_window(out) != window:  # no boundary carries it: the reduced do
             known = {id(m) for m in before}
             out = [
@@ -1351,7 +1429,9 @@ class Compactor:
 
     # ------------------------------------------------------------------ stages of the turn
 
-    def clear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
+    def clear(
+        self, messages: Sequence[BaseMessage], thread_id: str, *, ctx: TurnContext | None = None
+    ) -> Turn:
         """The turn's first stage: the tool-call pairing checked (and repaired or refused,
         ``on_invalid_history``; :meth:`repair_steps`), then micro-compaction (:meth:`micro`),
         as a :class:`Turn` (``"continue"``; transition ``"micro_compacted"`` when it
@@ -1361,21 +1441,29 @@ class Compactor:
             InvalidHistoryError: a broken pairing with ``on_invalid_history="raise"``.
         """
         load_tokenizers(self.counter)  # the first turn waits for them (see :meth:`micro`)
-        with self._learning(messages), _recording() as events:
-            messages, refed = self._without_refed(messages)
-            step, repair = drive(self.clear_steps(messages, thread_id))
-        return self._cleared(step, events, repair, refed)
+        ctx = TurnContext() if ctx is None else ctx
+        start = len(ctx.events)
+        ctx = self._learning(ctx, messages)
+        messages, refed = self._without_refed(messages, ctx)
+        step, repair = drive(self.clear_steps(messages, thread_id, ctx))
+        return self._cleared(step, ctx.since(start), repair, refed)
 
-    async def aclear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
+    async def aclear(
+        self, messages: Sequence[BaseMessage], thread_id: str, *, ctx: TurnContext | None = None
+    ) -> Turn:
         """Async twin of :meth:`clear`."""
         await self.aready()
-        with self._learning(messages), _recording() as events:
-            messages, refed = self._without_refed(messages)
-            step, repair = await adrive(self.clear_steps(messages, thread_id))
-        return self._cleared(step, events, repair, refed)
+        ctx = TurnContext() if ctx is None else ctx
+        start = len(ctx.events)
+        ctx = self._learning(ctx, messages)
+        messages, refed = self._without_refed(messages, ctx)
+        step, repair = await adrive(self.clear_steps(messages, thread_id, ctx))
+        return self._cleared(step, ctx.since(start), repair, refed)
 
     @staticmethod
-    def _without_refed(messages: Sequence[BaseMessage]) -> tuple[Sequence[BaseMessage], bool]:
+    def _without_refed(
+        messages: Sequence[BaseMessage], ctx: TurnContext
+    ) -> tuple[Sequence[BaseMessage], bool]:
         """``messages`` without those a summary already replaced, handed back in (a parent
         graph re-feeding its own list; :func:`~langchain_compact._refed.without_refed`)."""
         facts = history_facts(messages)
@@ -1383,13 +1471,13 @@ class Compactor:
             return messages, False
         kept, event = without_refed(messages, facts.boundary)
         if event is not None:
-            emit(event)
+            emit(event, ctx.events)
         return kept, event is not None
 
     @staticmethod
     def _cleared(
         step: MicroStep,
-        events: list[dict[str, Any]],
+        events: tuple[dict[str, Any], ...],
         repair: HistoryRepair | None = None,
         refed: bool = False,
     ) -> Turn:
@@ -1400,7 +1488,7 @@ class Compactor:
                 transition,
                 step.messages,
                 history=step.messages,
-                events=tuple(events),
+                events=events,
                 repair=repair,
             )
         changed = dict(zip(step.changed_at, step.changed, strict=True))
@@ -1409,19 +1497,24 @@ class Compactor:
             transition,
             step.messages,
             replaced=changed,
-            events=tuple(events),
+            events=events,
         )
 
-    def route(self, messages: Sequence[BaseMessage], prepared: Any = None) -> tuple[Decision, bool]:
+    def route(
+        self,
+        messages: Sequence[BaseMessage],
+        prepared: Any = None,
+        ctx: TurnContext | None = None,
+    ) -> tuple[Decision, bool]:
         """The decision before the model call (:meth:`decide`) and whether to prepare a
         summary beside it (:meth:`prepare_due`; never while a :class:`Pending` job runs)."""
-        with self._learning(messages):
-            decision = self.decide(messages)
-            if isinstance(prepared, Pending):
-                if prepared.running:
-                    return decision, False
-                prepared = prepared.ready
-            return decision, self.prepare_due(messages, decision, prepared)
+        ctx = self._learning(ctx, messages)
+        decision = self.decide(messages, ctx=ctx)
+        if isinstance(prepared, Pending):
+            if prepared.running:
+                return decision, False
+            prepared = prepared.ready
+        return decision, self.prepare_due(messages, decision, prepared, ctx)
 
     def compaction(
         self,
@@ -1430,19 +1523,22 @@ class Compactor:
         *,
         prepared: Any = None,
         run_config: Any = None,
+        ctx: TurnContext | None = None,
     ) -> Turn:
         """The turn's compaction stage: one full compaction (:meth:`compact`), kept in the
         memory store (:meth:`remember`), as a :class:`Turn` before the check after it
         (:meth:`after_step`): ``"compacted"``, ``"continue"`` with transition
         ``"nothing_to_compact"``, or ``"stopped"`` with transition ``"summarizer_failed"``
         when it failed (:attr:`Turn.error`)."""
-        with self._learning(messages), _recording() as events:
-            try:
-                result = self.compact(messages, thread_id, prepared=prepared)
-            except CompactionError as exc:
-                return self._compacted(messages, exc, events)
-            self.remember(result, run_config)
-            return self._compacted(messages, result, events)
+        ctx = TurnContext() if ctx is None else ctx
+        start = len(ctx.events)
+        ctx = self._learning(ctx, messages)
+        try:
+            result = self.compact(messages, thread_id, prepared=prepared, ctx=ctx)
+        except CompactionError as exc:
+            return self._compacted(messages, exc, ctx.since(start))
+        self.remember(result, run_config)
+        return self._compacted(messages, result, ctx.since(start))
 
     async def acompaction(
         self,
@@ -1451,21 +1547,24 @@ class Compactor:
         *,
         prepared: Any = None,
         run_config: Any = None,
+        ctx: TurnContext | None = None,
     ) -> Turn:
         """Async twin of :meth:`compaction`."""
-        with self._learning(messages), _recording() as events:
-            try:
-                result = await self.acompact(messages, thread_id, prepared=prepared)
-            except CompactionError as exc:
-                return self._compacted(messages, exc, events)
-            await self.aremember(result, run_config)
-            return self._compacted(messages, result, events)
+        ctx = TurnContext() if ctx is None else ctx
+        start = len(ctx.events)
+        ctx = self._learning(ctx, messages)
+        try:
+            result = await self.acompact(messages, thread_id, prepared=prepared, ctx=ctx)
+        except CompactionError as exc:
+            return self._compacted(messages, exc, ctx.since(start))
+        await self.aremember(result, run_config)
+        return self._compacted(messages, result, ctx.since(start))
 
     @staticmethod
     def _compacted(
         messages: Sequence[BaseMessage],
         result: CompactionResult | CompactionError,
-        events: list[dict[str, Any]],
+        events: tuple[dict[str, Any], ...],
     ) -> Turn:
         before = messages if isinstance(messages, list) else list(messages)
         if isinstance(result, CompactionError):
@@ -1476,7 +1575,7 @@ class Compactor:
                 before,
                 reason=str(result),
                 error=result,
-                events=tuple(events),
+                events=events,
             )
         if result.summary is None:
             return Turn(
@@ -1485,7 +1584,7 @@ class Compactor:
                 before,
                 reason=result.reason,
                 result=result,
-                events=tuple(events),
+                events=events,
             )
         return Turn(
             "compacted",
@@ -1493,28 +1592,32 @@ class Compactor:
             result.messages,
             history=result.messages,
             result=result,
-            events=tuple(events),
+            events=events,
         )
 
     def after_step(
-        self, messages: Sequence[BaseMessage], transition: Any
+        self, messages: Sequence[BaseMessage], transition: Any, ctx: TurnContext | None = None
     ) -> Literal["continue", "stop"]:
         """The check after the compaction stage (``transition``: what it did): go on
         whenever the next call fits (:meth:`after_compaction`); a compaction that took
         nothing goes on when the call fits as it is; a failed one stops."""
         if transition not in ("compacted", "nothing_to_compact"):
             return "stop"
-        with self._learning(messages):
-            if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
-                fit = self.config.fit_tokens or 0
-                tokens = self.count(messages)
-                if tokens > fit:
-                    tokens = self.confirmed(messages, tokens)
-                return "continue" if tokens <= fit else "stop"
-            return self.after_compaction(messages)
+        ctx = self._learning(ctx, messages)
+        if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
+            fit = self.settings(ctx).fit_tokens or 0
+            tokens = self.count(messages)
+            if tokens > fit:
+                tokens = self.confirmed(messages, tokens)
+            return "continue" if tokens <= fit else "stop"
+        return self.after_compaction(messages, ctx)
 
     def stop_reason(
-        self, messages: Sequence[BaseMessage], transition: Any, reason: Any = None
+        self,
+        messages: Sequence[BaseMessage],
+        transition: Any,
+        reason: Any = None,
+        ctx: TurnContext | None = None,
     ) -> str:
         """Why the run stops after the step that ``transition`` names: the step's own
         ``reason`` after a failed or empty compaction; after a compaction, that the kept
@@ -1522,8 +1625,8 @@ class Compactor:
         if transition in _OWN_REASON and reason:
             return str(reason)
         if transition == "compacted":
-            return self.overflow_reason(messages)
-        return self.decide(messages).reason
+            return self.overflow_reason(messages, ctx)
+        return self.decide(messages, ctx=ctx).reason
 
     def stopping(
         self,
@@ -1532,18 +1635,23 @@ class Compactor:
         reason: Any = None,
         *,
         write_stop: bool = True,
+        ctx: TurnContext | None = None,
     ) -> Turn:
         """The turn's stop stage, after the step that ``transition`` names (with its
         ``reason``, the state's ``stop_reason``): the stop message as a :class:`Turn`."""
-        with self._learning(messages):
-            why = self.stop_reason(messages, transition, reason)
-            return self._stopping(messages, why, write_stop)
+        ctx = self._learning(ctx, messages)
+        why = self.stop_reason(messages, transition, reason, ctx)
+        return self._stopping(messages, why, write_stop, ctx)
 
-    def _stopping(self, messages: Sequence[BaseMessage], reason: str, write_stop: bool) -> Turn:
+    def _stopping(
+        self, messages: Sequence[BaseMessage], reason: str, write_stop: bool, ctx: TurnContext
+    ) -> Turn:
         before = messages if isinstance(messages, list) else list(messages)
-        with _recording() as events:
-            message = self.stop(before, reason) if write_stop else None
-        return Turn("stopped", "stopped", before, stop=message, reason=reason, events=tuple(events))
+        start = len(ctx.events)
+        message = self.stop(before, reason, ctx) if write_stop else None
+        return Turn(
+            "stopped", "stopped", before, stop=message, reason=reason, events=ctx.since(start)
+        )
 
 
 #: Words a focus is matched on: at least three letters or digits.
@@ -1574,7 +1682,7 @@ def focus_facts(messages: Sequence[BaseMessage], focus: str) -> list[str]:
 
 def with_focus(result: CompactionResult, focus: str | None) -> CompactionResult:
     """The result with its summary starting with the focus section (unless the summarizer
-    wrote one: it is told to, :func:`~langchain_compact.summarizers.focusing`), and the
+    wrote one: it is told to, :func:`~langchain_compact.summarizers.focused`), and the
     focus on the boundary's marker. For a caller of ``compact_history`` (the CLI)."""
     if not focus or result.summary is None:
         return result

@@ -122,7 +122,7 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
     _scan_pairing(messages, 0, frozenset(), allow_pending)
 
 
-#: ``HistoryFacts.notes`` key of :func:`check_pairing`: ``(start, answered)``, the index of
+#: ``HistoryFacts.note`` key of :func:`check_pairing`: ``(start, answered)``, the index of
 #: the newest batch's first message (everything before it is valid and closed) and the call
 #: ids answered before it.
 _PAIRING_NOTE = "pairing"
@@ -135,7 +135,7 @@ def valid_prefix(messages: Sequence[BaseMessage]) -> tuple[int, frozenset[str]]:
     facts = history_facts(messages)
     if facts is None or facts.length != len(messages):
         return 0, frozenset()
-    note = facts.notes.get(_PAIRING_NOTE)
+    note = facts.note(_PAIRING_NOTE)
     if note is None or note[0] > len(messages):
         return 0, frozenset()
     start, prior = note
@@ -162,7 +162,7 @@ def check_pairing(
     """
     facts = history_facts(messages)
     usable = facts is not None and facts.length == len(messages)
-    note = facts.notes.get(_PAIRING_NOTE) if usable and facts is not None else None
+    note = facts.note(_PAIRING_NOTE) if usable and facts is not None else None
     if note is None:
         note = known
     start, prior = note if note is not None else (0, frozenset())
@@ -170,7 +170,7 @@ def check_pairing(
         start, prior = 0, frozenset()
     done = _scan_pairing(messages, start, prior, allow_pending, allow_malformed)
     if usable and facts is not None and not allow_malformed:
-        facts.notes[_PAIRING_NOTE] = done
+        facts.set_note(_PAIRING_NOTE, done)
 
 
 def _scan_pairing(

@@ -40,7 +40,15 @@ from langchain_compact._ops import in_daemon_thread
 from langchain_compact._options import check_known, check_options
 from langchain_compact._prepare import boundary_key
 from langchain_compact.config import CompactionConfig
-from langchain_compact.core import DEFAULT_THREAD_ID, Compactor, Pending, Turn, emit, thread_id_of
+from langchain_compact.core import (
+    DEFAULT_THREAD_ID,
+    Compactor,
+    Pending,
+    Turn,
+    TurnContext,
+    emit,
+    thread_id_of,
+)
 from langchain_compact.errors import (
     ConfigError,
     ContextOverflowError,
@@ -65,39 +73,52 @@ _MEMO_KEY = "latest"
 logger = logging.getLogger("langchain_compact")
 
 
-# id(message) -> (weak reference, id of its content, digest). A growing raw history passes
-# the same message objects call after call, so each is serialised and hashed once; the
-# weak reference and the content identity guard against reused ids and reassigned content.
-_DIGESTS: dict[int, tuple[weakref.ref[BaseMessage], int, bytes]] = {}
+#: Digests a :class:`_Digests` memo holds at most (emptied when full).
 _DIGESTS_MAX = 200_000
-_DIGESTS_LOCK = threading.Lock()
 
 
 def _message_digest(message: BaseMessage) -> bytes:
-    entry = _DIGESTS.get(id(message))
-    if entry is not None and entry[0]() is message and entry[1] == id(message.content):
-        return entry[2]
+    """What identifies ``message`` in the memo: its type, content, tool-call id and calls."""
     calls = message.tool_calls if isinstance(message, AIMessage) else []
     invalid = message.invalid_tool_calls if isinstance(message, AIMessage) else []
     payload = [message.type, message.content, getattr(message, "tool_call_id", None), calls]
     if invalid:  # a message without malformed calls keeps its digest
         payload.append(invalid)
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).digest()
-    with _DIGESTS_LOCK:
-        if len(_DIGESTS) >= _DIGESTS_MAX:
-            _DIGESTS.clear()
-        _DIGESTS[id(message)] = (weakref.ref(message), id(message.content), digest)
-    return digest
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).digest()
 
 
-def _prefix_digests(messages: Sequence[BaseMessage]) -> list[str]:
-    """``out[i]`` identifies ``messages[:i]`` (``out[0]`` is the empty prefix)."""
-    out = [""]
-    h = hashlib.sha256()
-    for m in messages:
-        h.update(_message_digest(m))
-        out.append(h.copy().hexdigest())
-    return out
+class _Digests:
+    """:func:`_message_digest` remembered per message object, owned by one
+    :class:`MessageCompactor` (no module-level cache). A growing raw history passes the
+    same message objects call after call, so each is serialised and hashed once; the
+    entry's weak reference and the content's identity guard against a reused ``id`` and a
+    reassigned content."""
+
+    def __init__(self, limit: int = _DIGESTS_MAX) -> None:
+        self._limit = limit
+        # id(message) -> (weak reference, id of its content, digest)
+        self._entries: dict[int, tuple[weakref.ref[BaseMessage], int, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, message: BaseMessage) -> bytes:
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[0]() is message and entry[1] == id(message.content):
+            return entry[2]
+        digest = _message_digest(message)
+        with self._lock:
+            if len(self._entries) >= self._limit:
+                self._entries.clear()
+            self._entries[id(message)] = (weakref.ref(message), id(message.content), digest)
+        return digest
+
+    def prefixes(self, messages: Sequence[BaseMessage]) -> list[str]:
+        """``out[i]`` identifies ``messages[:i]`` (``out[0]`` is the empty prefix)."""
+        out = [""]
+        h = hashlib.sha256()
+        for m in messages:
+            h.update(self(m))
+            out.append(h.copy().hexdigest())
+        return out
 
 
 def _same_place(kept: BaseMessage, raw: BaseMessage) -> bool:
@@ -173,6 +194,7 @@ class MessageCompactor:
         # digest of a raw message -> the cleared / cut version this compactor made of it
         self._cleared: dict[str, BaseMessage] = {}
         self._lock = threading.Lock()
+        self._digest = _Digests()  # each raw message's digest, computed once
         self.compactions = 0
         # (thread, boundary) -> the summary being prepared in the background
         self._preparing: OrderedDict[tuple[str, str], concurrent.futures.Future[Any]] = (
@@ -229,7 +251,7 @@ class MessageCompactor:
     def _replay(
         self, raw: list[BaseMessage], stored: Any = None
     ) -> tuple[list[BaseMessage], list[str]]:
-        digests = _prefix_digests(raw)
+        digests = self._digest.prefixes(raw)
         local = 0
         with self._lock:
             for cut in range(len(raw), 0, -1):
@@ -300,7 +322,7 @@ class MessageCompactor:
         archived already)."""
         raw = self._coerce(messages)
         replayed, digests = self._replay(raw, stored)
-        keys = [_message_digest(m).hex() for m in replayed]
+        keys = [self._digest(m).hex() for m in replayed]
         with self._lock:
             before = [self._cleared.get(k, m) for k, m in zip(keys, replayed, strict=True)]
         return raw, digests, keys, before
@@ -344,7 +366,7 @@ class MessageCompactor:
                     # cleared, observations digested, arguments stubbed): the raw input has
                     # them whole.
                     for key, after in zip(keys[len(keys) - tail_len :], kept, strict=True):
-                        if _message_digest(after).hex() != key:
+                        if self._digest(after).hex() != key:
                             self._cleared[key] = with_meta(after, usage_anchor=None)
             saved.append((digests[cut], history[: len(history) - tail_len]))
         for digest, replacement in saved:
@@ -415,8 +437,8 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, self._stored(thread_id))
         pending = self._pending(before, thread_id, wait=True)
-        with self.core.narrowed(self.learned_window(thread_id)):
-            turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False)
+        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
             out = self._output(raw, digests, keys, turn, saved)
@@ -434,8 +456,8 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
         pending = self._pending(before, thread_id, wait=False)
-        with self.core.narrowed(self.learned_window(thread_id)):
-            turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False)
+        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
             out = self._output(raw, digests, keys, turn, saved)
@@ -454,8 +476,8 @@ class MessageCompactor:
         next call with the grown raw history replays it."""
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, self._stored(thread_id))
-        with self.core.narrowed(self.learned_window(thread_id)):
-            turn = self.core.compact_now(before, thread_id, focus=focus, write_stop=False)
+        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        turn = self.core.compact_now(before, thread_id, focus=focus, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
             return self._output(raw, digests, keys, turn, saved)
@@ -469,8 +491,10 @@ class MessageCompactor:
         await self.core.aready()
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
-        with self.core.narrowed(self.learned_window(thread_id)):
-            turn = await self.core.acompact_now(before, thread_id, focus=focus, write_stop=False)
+        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        turn = await self.core.acompact_now(
+            before, thread_id, focus=focus, write_stop=False, ctx=ctx
+        )
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
             return self._output(raw, digests, keys, turn, saved)
@@ -495,8 +519,7 @@ class MessageCompactor:
         (:meth:`Compactor.overflow_window`). Returns the window learned."""
         thread_id = self._thread(config)
         known = self.learned_window(thread_id)
-        with self.core.narrowed(known):
-            window = self.core.overflow_window(list(sent))
+        window = self.core.overflow_window(list(sent), TurnContext().narrowed(known))
         with self._lock:
             self._windows[thread_id] = min(window, self._windows.get(thread_id, window))
             window = self._windows[thread_id]

@@ -40,10 +40,11 @@ from langchain_compact._placeholders import (
 )
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._render import block_reference, tool_result_text
-from langchain_compact._scan import history_facts, holding
+from langchain_compact._scan import history_facts
 from langchain_compact.budget import OBSERVATION_CHARS, chars_for_tokens
 from langchain_compact.config import (
     DEFAULT_LARGE_TOOL_RESULT_CHARS,
+    DEFAULT_LARGE_TOOL_RESULT_KEEP_CHARS,
     DEFAULT_MICRO_KEEP,
     DEFAULT_MICRO_MIN_CHARS,
     CompactionConfig,
@@ -586,7 +587,7 @@ def truncate_large_tool_results(
     messages: Sequence[BaseMessage],
     *,
     max_chars: int,
-    keep_chars: int = 2_000,
+    keep_chars: int = DEFAULT_LARGE_TOOL_RESULT_KEEP_CHARS,
     digest: Callable[[str], str] | None = None,
     notice: str | None = None,
     archived: bool = True,
@@ -671,9 +672,10 @@ def large_result_limit(config: CompactionConfig, counter: TokenCounter) -> tuple
     ``"chars"`` (explicit ``large_tool_result_chars``, or no known window) or ``"tokens"``."""
     if config.large_tool_result_chars is not None:
         return config.large_tool_result_chars, "chars"
-    if config.context_window is None:
+    budget = config.budget
+    if budget is None:
         return DEFAULT_LARGE_TOOL_RESULT_CHARS, "chars"
-    return int(config.context_window * config.large_result_ratio), "tokens"
+    return budget.large_result, "tokens"
 
 
 @dataclass(frozen=True, slots=True)
@@ -873,8 +875,13 @@ class _Pass:
         if tokens is not None and not self.cut_any:
             self.start_tokens = tokens
         elif self.out is self.messages:  # unchanged: the facts just read describe it
-            with holding(self.messages, self.facts):
-                self.start_tokens = self.count()
+            self.start_tokens = context_tokens(
+                self.out,
+                counter=self.counter,
+                tools=self.tools,
+                verify_anchor=self.verify_anchor,
+                facts=self.facts,
+            )
         else:
             self.start_tokens = self.count()
 
@@ -969,7 +976,7 @@ def _digest_large(run: _Pass) -> None:
     size, unit = large_result_limit(config, counter)
     keep_chars = min(config.large_tool_result_keep_chars, max(200, size - 1))
     mark = _mark_key(size, unit, counter, run.excluded)
-    start = min(run.facts.checked.get(mark, 0), limit) if mark is not None else 0
+    start = min(run.facts.checked_to(mark), limit) if mark is not None else 0
     found = False
     for i in range(start, limit):
         if not run.allowed(i):
@@ -980,7 +987,7 @@ def _digest_large(run: _Pass) -> None:
             found = True
             run.cut(i, keep_chars)
     if mark is not None and not found:
-        run.facts.checked[mark] = limit  # the remembered facts describe ``messages`` exactly
+        run.facts.mark_checked(mark, limit)  # the remembered facts describe ``messages`` exactly
     run.cut_any = run.out is not run.messages and any(map(operator.is_not, run.messages, run.out))
 
 
@@ -1126,7 +1133,8 @@ def _fit_unread(
     # What else the next call carries beside the unread batch and the fixed part, and the
     # summary a compaction of that rest will write (so the digest leaves it room).
     rest = max(0, budget.tokens - batch - fixed)
-    room = fit - fixed - rest - min(config.summary_max_tokens, fit // 10)
+    rooms = config.budget  # known: ``fit`` is its fit
+    room = fit - fixed - rest - (0 if rooms is None else rooms.next_summary)
     if batch <= room:
         return
     new = shrink_unread(
@@ -1363,7 +1371,7 @@ def cut_task(
     """``(index, replacement)`` of the original task cut to head + tail + key lines when it
     is over ``task_max_ratio`` of the window; ``None`` otherwise. The caller archives it."""
     i = original_task_index(out) if config.pin_original_task else -1
-    limit = config._tokens(config.task_max_ratio)
+    limit = None if config.budget is None else config.budget.task_max
     if i < 0 or limit is None or kind_of(out[i]) in _DONE:
         return None
     msg = out[i]

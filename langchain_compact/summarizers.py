@@ -8,11 +8,10 @@ of the span that the summary dropped, with their context, before the summary is 
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, cast, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -57,6 +56,7 @@ __all__ = [
     "check_summary_text",
     "dense_merge",
     "fidelity_supplement",
+    "focused",
     "merger",
     "over_bound",
     "resolve_summarizer",
@@ -86,24 +86,17 @@ Rules: never invent anything; write "unknown" for what the conversation does not
 not call tools. Do not address the user. Stay under {max_tokens} tokens."""
 """Default instructions of :class:`LLMSummarizer`; ``{max_tokens}`` is filled in."""
 
-#: The focus of a compaction asked for on demand (``Compactor.compact_now``), for the
-#: summarizer to keep first; ``None`` for a triggered compaction.
-_FOCUS: ContextVar[str | None] = ContextVar("langchain_compact_focus", default=None)
 
-
-def current_focus() -> str | None:
-    """The focus of the compaction being run (``None``: none was asked for)."""
-    return _FOCUS.get()
-
-
-@contextmanager
-def focusing(focus: str | None) -> Iterator[None]:
-    """Run the compaction inside with ``focus`` as the summarizer's first concern."""
-    token = _FOCUS.set(focus.strip() if focus and focus.strip() else None)
-    try:
-        yield
-    finally:
-        _FOCUS.reset(token)
+def focused(summarizer: Summarizer, focus: str | None) -> Summarizer:
+    """``summarizer`` told to keep ``focus`` first, for one compaction asked for on demand
+    (``Compactor.compact_now``): its ``focused(focus)`` copy when it has one
+    (:meth:`LLMSummarizer.focused`), else ``summarizer`` itself (the compactor then writes
+    the focus section, :func:`~langchain_compact.core.with_focus`)."""
+    focus = focus.strip() if focus and focus.strip() else None
+    method = getattr(summarizer, "focused", None)
+    if focus is None or not callable(method):
+        return summarizer
+    return cast(Summarizer, method(focus))
 
 
 FOCUS_HEADING = "## 0. Focus"
@@ -213,6 +206,15 @@ class LLMSummarizer:
         self.fork = fork
         self.tools = list(tools)
         self.system_prompt = system_prompt
+        self.focus: str | None = None
+        """What this compaction must keep first (:meth:`focused`); ``None``: nothing."""
+
+    def focused(self, focus: str | None) -> LLMSummarizer:
+        """A copy of this summarizer told to keep ``focus`` first
+        (:func:`focus_instructions`); the focus of one compaction, passed down explicitly."""
+        twin = copy.copy(self)
+        twin.focus = focus.strip() if focus and focus.strip() else None
+        return twin
 
     def _runnable(self, max_tokens: int) -> Any:
         updates: dict[str, Any] = {}
@@ -230,9 +232,8 @@ class LLMSummarizer:
 
     def _request(self, messages: Sequence[BaseMessage], max_tokens: int) -> list[BaseMessage]:
         instructions = self.prompt.replace("{max_tokens}", str(max_tokens))
-        focus = current_focus()
-        if focus:
-            instructions = f"{instructions}\n\n{focus_instructions(focus)}"
+        if self.focus:
+            instructions = f"{instructions}\n\n{focus_instructions(self.focus)}"
         if self.fork:
             prefix: list[BaseMessage] = []
             if self.system_prompt:

@@ -757,6 +757,7 @@ def context_tokens(
     tools: Sequence[Any] | None = None,
     verify_anchor: AnchorCheck = False,
     calibrated: tuple[float, int] | None = None,
+    facts: HistoryFacts | None = None,
 ) -> int:
     """Context size of ``messages`` as the model will see it, anchored on real usage.
 
@@ -769,6 +770,9 @@ def context_tokens(
     recorded (provider tokens per local token, see :func:`calibration`), so the estimate
     right after a compaction follows the provider's tokenizer.
 
+    ``facts``: the :func:`~langchain_compact._scan.history_facts` of ``messages`` when the
+    caller has read them already (used when they describe as many messages; read otherwise).
+
     With ``verify_anchor`` a usage report is used only if it can describe this very list
     (an LCEL chain's replies describe the compacted copy the chain sent, not the raw history
     handed back in); otherwise everything is counted locally.
@@ -780,7 +784,8 @@ def context_tokens(
         >>> context_tokens([HumanMessage("hi"), ai])
         910
     """
-    facts = history_facts(messages)
+    if facts is None or facts.length != len(messages):
+        facts = history_facts(messages)
     if facts is None:  # a message is not a BaseMessage: the slow path names it
         boundary, stale_ids = newest_boundary(messages)
         scale, overhead = _boundary_calibration(messages, boundary)
@@ -790,7 +795,7 @@ def context_tokens(
         found = facts.anchor
     if found is not None and verify_anchor:
         strict = verify_anchor == "strict"
-        if not _describes(messages, counter, tools, found, strict=strict):
+        if not _describes(messages, counter, tools, found, strict=strict, facts=facts):
             found = None
     if calibrated is not None:  # another counter than the one the boundary calibrated
         scale, overhead = calibrated
@@ -866,9 +871,10 @@ def _summed(
     end: int,
 ) -> int | None:
     """The per-message counts of ``messages[:end]`` summed, for the two counters that sum a
-    count per message (:func:`approximate_tokens`, :class:`TiktokenCounter`), remembered in
-    ``facts.counted[key]`` so a later call on the grown history sums only the messages after
-    the ones summed before; ``None`` for another counter or without facts of ``messages``."""
+    count per message (:func:`approximate_tokens`, :class:`TiktokenCounter`), remembered by
+    ``facts`` under ``key`` (:meth:`~langchain_compact._scan.HistoryFacts.record_count`) so
+    a later call on the grown history sums only the messages after the ones summed before;
+    ``None`` for another counter or without facts of ``messages``."""
     per_message: Callable[[BaseMessage], int]
     if counter is approximate_tokens:
         per_message = _approx_message
@@ -880,12 +886,12 @@ def _summed(
         return None
     if facts is None or facts.length != len(messages):
         return None
-    done, total = facts.counted.get(key, (0, 0))
+    done, total = facts.counted_to(key)
     if done > end:  # summed further than asked (an earlier usage report): sum again
         done, total = 0, 0
     for i in range(done, end):
         total += per_message(messages[i])
-    facts.counted[key] = (end, total)
+    facts.record_count(key, end, total)
     return total
 
 
@@ -913,8 +919,10 @@ def _describes(
     anchor: tuple[int, int, int],
     *,
     strict: bool = True,
+    facts: HistoryFacts | None = None,
 ) -> bool:
-    """Whether the usage report at ``anchor`` can describe the messages before it as given.
+    """Whether the usage report at ``anchor`` can describe the messages before it as given
+    (``facts``: those of ``messages``, when the caller has them).
 
     With tiktoken at hand: its input is at least :data:`VERIFIED_SHARE` (``strict``) or
     :data:`MIN_REPORTED_SHARE` of their o200k count (tokenizers rarely need fewer tokens
@@ -934,7 +942,7 @@ def _describes(
         else (counter, MIN_REPORTED_SHARE)
     )
     del tools  # the messages alone (see above)
-    pair = _reported_and_local(messages, counting, None, anchor)
+    pair = _reported_and_local(messages, counting, None, anchor, facts)
     if pair is None or pair[0] >= share * pair[1]:
         return True
     i = anchor[0]
@@ -955,12 +963,20 @@ def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
     )
 
 
-def _prefix_local(messages: Sequence[BaseMessage], i: int, counter: TokenCounter) -> int:
+def _prefix_local(
+    messages: Sequence[BaseMessage],
+    i: int,
+    counter: TokenCounter,
+    facts: HistoryFacts | None = None,
+) -> int:
     """``_local(messages[:i], counter)``, remembered with the facts of ``messages``
-    (:func:`_summed`), so the check of a usage report against the messages it describes
-    (made on every call where reports may describe another list: an LCEL chain) counts only
-    the messages up to the report that it has not summed before."""
-    total = _summed(messages, history_facts(messages), counter, (counter, "prefix"), i)
+    (:func:`_summed`; ``facts``: those facts, when the caller has them), so the check of a
+    usage report against the messages it describes (made on every call where reports may
+    describe another list: an LCEL chain) counts only the messages up to the report that it
+    has not summed before."""
+    if facts is None or facts.length != len(messages):
+        facts = history_facts(messages)
+    total = _summed(messages, facts, counter, (counter, "prefix"), i)
     if total is None:
         return _local(messages[:i], counter)
     return total + (TOKENS_REPLY_PRIMING if i else 0)
@@ -1105,11 +1121,14 @@ def _reported_and_local(
     counter: TokenCounter,
     tools: Sequence[Any] | None,
     anchor: tuple[int, int, int] | None = None,
+    facts: HistoryFacts | None = None,
 ) -> tuple[int, int] | None:
     """The newest usage report's ``input_tokens`` and the local count of what it described
-    (``anchor``: that report, when the caller has found it already)."""
+    (``anchor``: that report, when the caller has found it already; ``facts``: the facts of
+    ``messages``, when it has them)."""
     if anchor is None:
-        facts = history_facts(messages)
+        if facts is None or facts.length != len(messages):
+            facts = history_facts(messages)
         if facts is None:
             boundary, stale_ids = newest_boundary(messages)
             anchor = _fresh_anchor(messages, boundary, stale_ids)
@@ -1122,7 +1141,7 @@ def _reported_and_local(
     reported = int(usage.get("input_tokens", 0))
     if credit and isinstance(counter, TiktokenCounter):
         credit = _tiktoken_credit(messages, i, credit)
-    local = _prefix_local(messages, i, counter) + credit
+    local = _prefix_local(messages, i, counter, facts) + credit
     if tools:
         local += (
             counter.count_tools(tools)

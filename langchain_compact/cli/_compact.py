@@ -42,7 +42,7 @@ from langchain_compact.core import with_focus
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.history import HistoryRepair, repair_report, validate_history
 from langchain_compact.markers import with_meta
-from langchain_compact.summarizers import Summarizer, focusing
+from langchain_compact.summarizers import Summarizer, focused
 from langchain_compact.tokens import TokenCounter
 
 __all__ = ["StagedArchive", "load_valid", "run_compact"]
@@ -372,15 +372,14 @@ def _compact_staged(
     # Kept apart (dropped if the result does not shrink); reads what ``stage`` holds.
     full = StagedArchive(stage.target, behind=stage)
     try:
-        with focusing(focus):
-            result = compact_history(
-                micro.messages,
-                summarizer=summarizer,
-                config=config,
-                archive=full,
-                thread_id=thread_id,
-                counter=counter,
-            )
+        result = compact_history(
+            micro.messages,
+            summarizer=None if summarizer is None else focused(summarizer, focus),
+            config=config,
+            archive=full,
+            thread_id=thread_id,
+            counter=counter,
+        )
         result = with_focus(result, focus)
         validate_history(result.messages, allow_pending=True)  # a pending call stays pending
         after = sum(message_tokens(counter, result.messages))

@@ -314,7 +314,8 @@ def run_demo(
                 checkpointer=saver,
             )
         else:
-            budget = trigger - approximate_tokens([], tools=tools)
+            rooms = config.budget  # what the trigger leaves beside the tool schemas
+            budget = 0 if rooms is None else rooms.room(approximate_tokens([], tools=tools))
             agent = _truncating_agent(
                 model, tools, budget=budget, system_prompt=system_prompt, checkpointer=saver
             )

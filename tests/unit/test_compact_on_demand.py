@@ -75,11 +75,10 @@ def test_compact_now_async() -> None:
 def test_llm_summarizer_is_told_the_focus() -> None:
     from langchain_core.language_models import FakeListChatModel
 
-    from langchain_compact.summarizers import LLMSummarizer, focusing
+    from langchain_compact.summarizers import LLMSummarizer, focused
 
     summarizer = LLMSummarizer(FakeListChatModel(responses=["x"]))
-    with focusing("the database"):
-        request = summarizer._request([HumanMessage("hi")], 500)
+    request = focused(summarizer, "the database")._request([HumanMessage("hi")], 500)
     assert "focus on: the database" in str(request[0].content)
     assert "## 0. Focus" in str(request[0].content)
     assert "focus" not in str(summarizer._request([HumanMessage("hi")], 500)[0].content).lower()

@@ -151,13 +151,14 @@ def test_cleared_originals_are_archived_once() -> None:
 
 
 def test_a_reassigned_content_is_not_served_from_the_digest_cache() -> None:
-    from langchain_compact.lcel import _message_digest
+    from langchain_compact.lcel import _Digests
 
+    digest = _Digests()
     message = HumanMessage("first")
-    before = _message_digest(message)
+    before = digest(message)
     message.content = "second"
-    assert _message_digest(message) != before
-    assert _message_digest(message) == _message_digest(HumanMessage("second"))
+    assert digest(message) != before
+    assert digest(message) == digest(HumanMessage("second"))
 
 
 def _growing(n: int) -> list[Any]:

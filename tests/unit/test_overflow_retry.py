@@ -23,7 +23,7 @@ from langchain_core.tools import tool
 from pydantic import Field
 
 from langchain_compact import CompactionConfig, ContextOverflowError, ExtractiveSummarizer
-from langchain_compact.core import PROVIDER_WINDOW_KEY, Compactor
+from langchain_compact.core import PROVIDER_WINDOW_KEY, Compactor, TurnContext
 from langchain_compact.markers import KIND_SUMMARY, get_meta, kind_of
 from langchain_compact.tokens import TiktokenCounter
 
@@ -159,8 +159,8 @@ def test_overflow_learns_the_window_and_reduces() -> None:
     assert learned < min(core.count(history), _COUNT(history))
     assert core.learned_window(turn.messages) == learned
     assert core.count(turn.messages) <= core.config.fit_tokens  # the config is not narrowed
-    with core.narrowed(learned):
-        assert core.count(turn.messages) <= (core.config.fit_tokens or 0)
+    narrowed = core.settings(TurnContext().narrowed(learned))
+    assert core.count(turn.messages) <= (narrowed.fit_tokens or 0)
     # Later compactions carry the learned window on.
     grown = [*turn.messages, *history[-6:]]
     again = core.turn(grown, "t")
