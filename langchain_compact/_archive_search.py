@@ -60,56 +60,95 @@ def search_records(
     Returns:
         ``(ref, index, serialised message)`` tuples, at most ``limit``, after ``offset``.
     """
-    if query is None and tool_call_id is None and message_id is None:
-        raise ArchiveError("search needs a query, a tool_call_id or a message_id.")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ArchiveError(f"limit must be an int >= 1, got {limit!r}.")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ArchiveError(f"offset must be an int >= 0, got {offset!r}.")
-    words = query.lower().split() if query is not None else []
-    if query is not None and not words:
-        raise ArchiveError("query is empty; pass one or more keywords.")
+    words = _search_words(query, tool_call_id, message_id, limit, offset)
     whole = [re.compile(rf"(?<!\w){re.escape(word)}(?!\w)") for word in words]
-    chosen: dict[tuple[str, str], int] = {}  # (type, id) -> its entry in hits
-    hits: list[tuple[tuple[int, int, int], int, str, int, Mapping[str, Any]] | None] = []
+    hits = _Hits()
     order = 0
     for record in records:
         for index in range(len(record.messages) - 1, -1, -1):
             order += 1
             message = record.messages[index]
             data = message.get("data") or {}
-            if tool_call_id is not None and data.get("tool_call_id") != tool_call_id:
+            if not _selected(data, tool_call_id, message_id):
                 continue
-            if message_id is not None and data.get("id") != message_id:
-                continue
-            if _is_placeholder(data):
-                continue
-            score = (0, 0, 0)
-            if words:
-                text = record.text(index)
-                if not all(word in text for word in words):
-                    continue
-                exact = [len(pattern.findall(text)) for pattern in whole]
-                score = (
-                    -sum(1 for n in exact if n),  # query words present as whole words
-                    -sum(exact),
-                    -sum(text.count(word) for word in words),
-                )
-            hit = (score, order, record.ref, index, message)
-            if isinstance(data.get("id"), str):
-                key = (str(message.get("type")), data["id"])
-                if key in chosen:  # an older version (records come newest first)
-                    earlier = hits[chosen[key]]
-                    if earlier is not None and is_derived(data) > is_derived(
-                        earlier[4].get("data") or {}
-                    ):
-                        continue  # a derived version never displaces an original
-                    hits[chosen[key]] = None
-                chosen[key] = len(hits)
-            hits.append(hit)
+            score = _score(record.text(index), words, whole) if words else (0, 0, 0)
+            if score is not None:
+                hits.add((score, order, record.ref, index, message), data)
     # Every record is read: the first archived version of a message may be the oldest.
-    found = sorted((hit for hit in hits if hit is not None), key=lambda hit: (hit[0], hit[1]))
+    found = hits.ranked()
     return [(ref, index, message) for _, _, ref, index, message in found[offset : offset + limit]]
+
+
+def _search_words(
+    query: str | None,
+    tool_call_id: str | None,
+    message_id: str | None,
+    limit: int,
+    offset: int,
+) -> list[str]:
+    """The query's words (none without a query), after checking the criteria."""
+    if query is None and tool_call_id is None and message_id is None:
+        raise ArchiveError("search needs a query, a tool_call_id or a message_id.")
+    _check_int("limit", limit, 1)
+    _check_int("offset", offset, 0)
+    words = query.lower().split() if query is not None else []
+    if query is not None and not words:
+        raise ArchiveError("query is empty; pass one or more keywords.")
+    return words
+
+
+def _check_int(name: str, value: object, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ArchiveError(f"{name} must be an int >= {least}, got {value!r}.")
+
+
+def _selected(data: Mapping[str, Any], tool_call_id: str | None, message_id: str | None) -> bool:
+    """Whether a serialised message meets the id criteria and is an original."""
+    if tool_call_id is not None and data.get("tool_call_id") != tool_call_id:
+        return False
+    if message_id is not None and data.get("id") != message_id:
+        return False
+    return not _is_placeholder(data)
+
+
+_Score = tuple[int, int, int]
+_Hit = tuple[_Score, int, str, int, Mapping[str, Any]]
+
+
+def _score(text: str, words: list[str], whole: list[re.Pattern[str]]) -> _Score | None:
+    """A keyword hit's rank (lowest first), ``None`` when a word is missing from ``text``."""
+    if not all(word in text for word in words):
+        return None
+    exact = [len(pattern.findall(text)) for pattern in whole]
+    return (
+        -sum(1 for n in exact if n),  # query words present as whole words
+        -sum(exact),
+        -sum(text.count(word) for word in words),
+    )
+
+
+class _Hits:
+    """Search hits, a message archived more than once (same type and id) held once."""
+
+    def __init__(self) -> None:
+        self.chosen: dict[tuple[str, str], int] = {}  # (type, id) -> its entry in hits
+        self.hits: list[_Hit | None] = []
+
+    def add(self, hit: _Hit, data: Mapping[str, Any]) -> None:
+        if isinstance(data.get("id"), str):
+            key = (str(hit[4].get("type")), data["id"])
+            if key in self.chosen:  # an older version (records come newest first)
+                earlier = self.hits[self.chosen[key]]
+                if earlier is not None and is_derived(data) > is_derived(
+                    earlier[4].get("data") or {}
+                ):
+                    return  # a derived version never displaces an original
+                self.hits[self.chosen[key]] = None
+            self.chosen[key] = len(self.hits)
+        self.hits.append(hit)
+
+    def ranked(self) -> list[_Hit]:
+        return sorted((hit for hit in self.hits if hit is not None), key=lambda h: (h[0], h[1]))
 
 
 def paginate(text: str, *, page: int, size: int) -> tuple[str, int]:

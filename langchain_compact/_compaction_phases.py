@@ -852,50 +852,70 @@ def compaction_steps(job: Compaction) -> Steps:
 # --------------------------------------------------------------------------- 8. finish
 
 
-def finish(draft: _Draft, ref: str | None) -> CompactionResult:
-    """The boundary marker, its metadata and the result."""
+def _boundary_meta(draft: _Draft, ref: str | None) -> dict[str, Any]:
+    """The boundary's metadata before its size is known."""
     job = draft.job
-    config, messages, plan, index = job.config, job.messages, job.plan, job.index
-    tokens_before, cause = job.tokens_before, job.cause
     meta: dict[str, Any] = {
-        "index": index,
+        "index": job.index,
         "archive_ref": ref,
-        "span_ids": [m.id for m in plan.span],
+        "span_ids": [m.id for m in job.plan.span],
         "kept_ids": [m.id for m in draft.tail if m.id is not None],
         "turns_since_previous": job.turns_since,
         "summarizer": draft.used,
-        "tokens_before": tokens_before,
-        "cause": cause,
+        "tokens_before": job.tokens_before,
+        "cause": job.cause,
         "calibration": round(draft.scale, 4),
         "overhead": draft.overhead,
     }
     # What this boundary replaced and which kept reports it made stale (langchain_compact._refed)
     staying = {m.id for m in (*draft.head, *draft.tail) if m.id is not None}
-    gone = [m for m in messages if m.id is not None and m.id not in staying]
+    gone = [m for m in job.messages if m.id is not None and m.id not in staying]
     meta.update(boundary_record(gone, draft.tail))
-    pending = [*draft.head, summary_message(draft.body, config, plan.span, **meta), *draft.tail]
-    tokens_after = round((draft.counter(pending) + draft.extra) * draft.scale) + draft.overhead
-    if draft.units is not None:
-        # Counted precisely: store the scale that makes the caller's own counter give the
-        # same size for this history, so the counts after the boundary start from it.
-        counter, extra = draft.units
-        # tiktoken's own scale, for a count with tiktoken before the next usage report
-        # (tokens.precise_context_tokens)
-        meta["precise_calibration"] = [round(draft.scale, 4), draft.overhead]
-        local = counter(pending) + extra
-        if local > 0:
-            ratio = max(0.0, tokens_after - draft.overhead) / local
-            low = least_scale(counter)
-            meta["calibration"] = round(min(RATIO_BOUNDS[1], max(low, ratio)), 4)
-    meta["refill_streak"] = refill_streak(  # the thrash guard's count
-        by_trigger=cause == "trigger",
-        tokens_before=tokens_before,
+    return meta
+
+
+def _precise_calibration(
+    draft: _Draft, pending: list[BaseMessage], tokens_after: int
+) -> dict[str, Any]:
+    """Counted precisely (``draft.units``): the scale that makes the caller's own counter give
+    the same size for this history, so the counts after the boundary start from it."""
+    assert draft.units is not None
+    counter, extra = draft.units
+    # tiktoken's own scale, for a count with tiktoken before the next usage report
+    # (tokens.precise_context_tokens)
+    meta: dict[str, Any] = {"precise_calibration": [round(draft.scale, 4), draft.overhead]}
+    local = counter(pending) + extra
+    if local > 0:
+        ratio = max(0.0, tokens_after - draft.overhead) / local
+        low = least_scale(counter)
+        meta["calibration"] = round(min(RATIO_BOUNDS[1], max(low, ratio)), 4)
+    return meta
+
+
+def _refill_streak(job: Compaction, tokens_after: int) -> int:
+    """The thrash guard's count this compaction records (:func:`budget.refill_streak`)."""
+    return refill_streak(
+        by_trigger=job.cause == "trigger",
+        tokens_before=job.tokens_before,
         tokens_after=tokens_after,
-        trigger=config.trigger_tokens,
-        index=index,
+        trigger=job.config.trigger_tokens,
+        index=job.index,
         turns_since=job.turns_since,
         previous=job.refill_streak,
     )
+
+
+def finish(draft: _Draft, ref: str | None) -> CompactionResult:
+    """The boundary marker, its metadata and the result."""
+    job = draft.job
+    config, messages, plan, index = job.config, job.messages, job.plan, job.index
+    tokens_before = job.tokens_before
+    meta = _boundary_meta(draft, ref)
+    pending = [*draft.head, summary_message(draft.body, config, plan.span, **meta), *draft.tail]
+    tokens_after = round((draft.counter(pending) + draft.extra) * draft.scale) + draft.overhead
+    if draft.units is not None:
+        meta.update(_precise_calibration(draft, pending, tokens_after))
+    meta["refill_streak"] = _refill_streak(job, tokens_after)
     summary = summary_message(draft.body, config, plan.span, **meta, tokens_after=tokens_after)
     new = [*draft.head, summary, *draft.tail]
     kept = {m.id for m in new}

@@ -89,6 +89,19 @@ def block_reference(block: dict[str, object]) -> str | None:
     if kind in _SKIPPED_BLOCKS:
         return None
     label = kind.removeprefix("input_").removesuffix("_url")
+    fields = _block_fields(block)
+    parts: list[str] = []
+    name = _first_str(fields, _NAME_KEYS)
+    if name:
+        parts.append(name)
+    where = _locator(fields)
+    if where:
+        parts.append(where)
+    return f"[{label}: {', '.join(parts)}]" if parts else f"[{label} block]"
+
+
+def _block_fields(block: dict[str, object]) -> dict[str, object]:
+    """A block's fields with those of its nested source, URL, audio or file object."""
     fields: dict[str, object] = dict(block)
     for nested in ("source", "image_url", "input_audio", "file"):
         inner = block.get(nested)
@@ -96,26 +109,30 @@ def block_reference(block: dict[str, object]) -> str | None:
             fields = {**fields, **inner}
         elif nested == "image_url" and isinstance(inner, str):
             fields["url"] = inner
+    return fields
+
+
+def _first_str(fields: dict[str, object], keys: Sequence[str]) -> str | None:
+    """The first non-empty string among ``fields[key]`` for ``keys``."""
+    return next((v for k in keys if isinstance(v := fields.get(k), str) and v), None)
+
+
+def _locator(fields: dict[str, object]) -> str | None:
+    """Where a block's content is: its URL, a description of its inline data, or its file id."""
     mime = fields.get("mime_type") or fields.get("media_type") or fields.get("format")
     mime = mime if isinstance(mime, str) else None
-    parts: list[str] = []
-    name = next((v for k in _NAME_KEYS if isinstance(v := fields.get(k), str) and v), None)
-    if name:
-        parts.append(name)
-    url = next((v for k in _URL_KEYS if isinstance(v := fields.get(k), str) and v), None)
-    payload = next((v for k in _PAYLOAD_KEYS if isinstance(v := fields.get(k), str) and v), None)
+    url = _first_str(fields, _URL_KEYS)
+    payload = _first_str(fields, _PAYLOAD_KEYS)
     file_id = fields.get("file_id") or (
         fields.get("id") if fields.get("source_type") == "id" else None
     )
     if url:
-        parts.append(_url_ref(url))
-    elif payload:
-        parts.append(
-            _url_ref(payload) if payload.startswith("data:") else _payload_ref(payload, mime)
-        )
-    elif isinstance(file_id, str) and file_id:
-        parts.append(f"file id {file_id}")
-    return f"[{label}: {', '.join(parts)}]" if parts else f"[{label} block]"
+        return _url_ref(url)
+    if payload:
+        return _url_ref(payload) if payload.startswith("data:") else _payload_ref(payload, mime)
+    if isinstance(file_id, str) and file_id:
+        return f"file id {file_id}"
+    return None
 
 
 def message_text(message: BaseMessage) -> str:
@@ -370,50 +387,78 @@ def _squeeze(
 
     The work is bounded: one render per section, one for the clipping, and a binary search
     over how many protected entries go (never one render per entry)."""
-    sections = [(title, list(items)) for title, items in sections]
-    gone: list[int] = []
-
-    def attempt(secs: list[tuple[str, list[str]]]) -> str | None:
-        text = _render_sections(secs, dropped, gone)
-        if _tokens(text) <= max_tokens:
-            return text
-        cut = _cut_to_tokens(text, max_tokens) + "\n"
-        whole = all(f"- {item}\n" in cut for s in protect for item in secs[s][1])
-        return _DANGLING_RE.sub("", cut.rstrip()) if whole else None
-
-    text = attempt(sections)
-    for s in range(len(sections) - 1, -1, -1):
+    squeeze = _Squeeze(sections, dropped, protect, max_tokens)
+    for step in (
+        squeeze.whole,
+        squeeze.without_others,
+        squeeze.clipped,
+        squeeze.without_protected,
+    ):
+        text = step()
         if text is not None:
             return text
-        if s not in protect and sections[s][1]:
-            gone.append(s)
-            text = attempt(sections)
-    if text is not None:
-        return text
-    for s in protect:
-        items = sections[s][1]
-        for j, item in enumerate(items):
-            words = item.split()
-            if item.startswith("user: ") and item.endswith(_CLIPPED) and len(words) > _MIN_WORDS:
-                items[j] = " ".join(words[:_MIN_WORDS]) + _CLIPPED
-    text = attempt(sections)
-    if text is not None:
-        return text
-    # The protected entries in the order they go: user's words first, then constraints,
-    # oldest first within each.
-    victims = [
-        (s, j)
-        for user in (True, False)
-        for s in protect
-        for j, item in enumerate(sections[s][1])
-        if item.startswith("user: ") == user
-    ]
+    return squeeze.cut()
 
-    def without(n: int) -> list[tuple[str, list[str]]]:
-        drop = set(victims[:n])
+
+class _Squeeze:
+    """:func:`_squeeze`'s steps, in order, over one copy of the sections: each returns the
+    text when it fits, else ``None`` (and leaves its change for the next)."""
+
+    def __init__(
+        self,
+        sections: list[tuple[str, list[str]]],
+        dropped: list[int],
+        protect: Sequence[int],
+        max_tokens: int,
+    ) -> None:
+        self.sections = [(title, list(items)) for title, items in sections]
+        self.dropped, self.protect, self.max_tokens = dropped, protect, max_tokens
+        self.gone: list[int] = []
+        self.victims: list[tuple[int, int]] = []
+
+    def attempt(self, secs: list[tuple[str, list[str]]]) -> str | None:
+        """The text of ``secs``, or cut to the bound when the cut leaves the protected
+        entries whole."""
+        text = _render_sections(secs, self.dropped, self.gone)
+        if _tokens(text) <= self.max_tokens:
+            return text
+        cut = _cut_to_tokens(text, self.max_tokens) + "\n"
+        whole = all(f"- {item}\n" in cut for s in self.protect for item in secs[s][1])
+        return _DANGLING_RE.sub("", cut.rstrip()) if whole else None
+
+    def whole(self) -> str | None:
+        return self.attempt(self.sections)
+
+    def without_others(self) -> str | None:
+        """The other sections' first entries go, the last section first."""
+        for s in range(len(self.sections) - 1, -1, -1):
+            if s not in self.protect and self.sections[s][1]:
+                self.gone.append(s)
+                text = self.attempt(self.sections)
+                if text is not None:
+                    return text
+        return None
+
+    def clipped(self) -> str | None:
+        """Clipped ``user:`` entries of the protected sections cut to their first words."""
+        for s in self.protect:
+            items = self.sections[s][1]
+            for j, item in enumerate(items):
+                words = item.split()
+                if (
+                    item.startswith("user: ")
+                    and item.endswith(_CLIPPED)
+                    and len(words) > _MIN_WORDS
+                ):
+                    items[j] = " ".join(words[:_MIN_WORDS]) + _CLIPPED
+        return self.attempt(self.sections)
+
+    def without(self, n: int) -> list[tuple[str, list[str]]]:
+        """The sections without the first ``n`` victims."""
+        drop = set(self.victims[:n])
         out = []
-        for s, (title, items) in enumerate(sections):
-            if s in protect:
+        for s, (title, items) in enumerate(self.sections):
+            if s in self.protect:
                 left = [i for j, i in enumerate(items) if (s, j) not in drop]
                 if len(left) < len(items):
                     left.insert(0, f"({len(items) - len(left)} older entries omitted; archived)")
@@ -421,18 +466,32 @@ def _squeeze(
             out.append((title, items))
         return out
 
-    lo, hi = 1, len(victims)  # the fewest drops that fit, found in O(log n) renders
-    best: str | None = None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        found = attempt(without(mid))
-        if found is not None:
-            best, hi = found, mid - 1
-        else:
-            lo = mid + 1
-    if best is not None:
+    def without_protected(self) -> str | None:
+        """The fewest whole protected entries gone that fit, found in O(log n) renders."""
+        # The protected entries in the order they go: user's words first, then
+        # constraints, oldest first within each.
+        self.victims = [
+            (s, j)
+            for user in (True, False)
+            for s in self.protect
+            for j, item in enumerate(self.sections[s][1])
+            if item.startswith("user: ") == user
+        ]
+        lo, hi = 1, len(self.victims)
+        best: str | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            found = self.attempt(self.without(mid))
+            if found is not None:
+                best, hi = found, mid - 1
+            else:
+                lo = mid + 1
         return best
-    return _cut_to_tokens(_render_sections(without(len(victims)), dropped, gone), max_tokens)
+
+    def cut(self) -> str:
+        """Every protected entry gone, and the text cut to the bound."""
+        text = _render_sections(self.without(len(self.victims)), self.dropped, self.gone)
+        return _cut_to_tokens(text, self.max_tokens)
 
 
 #: A bullet with nothing after it, or a heading with no entry, at the end of a cut text.

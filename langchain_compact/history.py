@@ -193,53 +193,71 @@ def _scan_pairing(
         msg = check_message(messages[i], i)
         if isinstance(msg, ToolMessage):
             tcid = msg.tool_call_id
-            if tcid in answered_set or tcid in prior:
-                raise InvalidHistoryError(
-                    f"messages[{i}] is a ToolMessage answering tool call {tcid!r} a second "
-                    "time; remove the duplicate (repair_history drops it).",
-                    index=i,
-                )
-            if tcid not in batch:
-                raise InvalidHistoryError(
-                    f"messages[{i}] is a ToolMessage for tool call {tcid!r}, but the AIMessage "
-                    "right before this batch made no such call (an orphan result); keep it "
-                    "with its AIMessage or drop it (repair_history drops it).",
-                    index=i,
-                )
+            _check_result(i, tcid, batch, answered_set, prior)
             open_ids.pop(tcid, None)
             answered.append(tcid)
             answered_set.add(tcid)
             continue
         if open_ids and not (allow_malformed and open_ids.keys() <= malformed):
             raise _unanswered(open_ids, malformed, f"before messages[{i}]")
-        open_ids, malformed, batch = {}, set(), set()
         safe, safe_count = i, len(answered)
-        for n, call in enumerate(tool_calls_of(msg)):
-            cid = call.id
-            if not cid and allow_malformed and call.invalid:
-                cid = f"<call {n} without an id>"  # repair_report gives it one, and a result
-            if not cid:
-                raise InvalidHistoryError(
-                    f"messages[{i}] has a tool call without an id ({call.name!r}); "
-                    "give every tool call an id so its result can be paired.",
-                    index=i,
-                )
-            if cid in batch:
-                raise InvalidHistoryError(
-                    f"messages[{i}] has two tool calls with the id {cid!r} (Anthropic refuses "
-                    "duplicate tool_use ids, and a result cannot say which it answers); give "
-                    "each call its own id (repair_history renames the second).",
-                    index=i,
-                )
-            batch.add(cid)
-            open_ids[cid] = i
-            if call.invalid:
-                malformed.add(cid)
+        open_ids, malformed, batch = _open_batch(msg, i, allow_malformed)
     if open_ids and not allow_pending and not (allow_malformed and open_ids.keys() <= malformed):
         raise _unanswered(open_ids, malformed, "at the end of the history")
     if safe_count:
         prior = prior | frozenset(answered[:safe_count])
     return safe, prior
+
+
+def _check_result(
+    i: int, tcid: str, batch: set[str], answered: set[str], prior: frozenset[str]
+) -> None:
+    """Raise unless the result ``messages[i]`` answers a call of its ``batch`` a first time."""
+    if tcid in answered or tcid in prior:
+        raise InvalidHistoryError(
+            f"messages[{i}] is a ToolMessage answering tool call {tcid!r} a second "
+            "time; remove the duplicate (repair_history drops it).",
+            index=i,
+        )
+    if tcid not in batch:
+        raise InvalidHistoryError(
+            f"messages[{i}] is a ToolMessage for tool call {tcid!r}, but the AIMessage "
+            "right before this batch made no such call (an orphan result); keep it "
+            "with its AIMessage or drop it (repair_history drops it).",
+            index=i,
+        )
+
+
+def _open_batch(
+    msg: BaseMessage, i: int, allow_malformed: bool
+) -> tuple[dict[str, int], set[str], set[str]]:
+    """The batch ``messages[i]`` opens: its unanswered call ids (to ``i``), its malformed
+    ones and all of them; raise on a call without an id or an id used twice."""
+    open_ids: dict[str, int] = {}
+    malformed: set[str] = set()
+    batch: set[str] = set()
+    for n, call in enumerate(tool_calls_of(msg)):
+        cid = call.id
+        if not cid and allow_malformed and call.invalid:
+            cid = f"<call {n} without an id>"  # repair_report gives it one, and a result
+        if not cid:
+            raise InvalidHistoryError(
+                f"messages[{i}] has a tool call without an id ({call.name!r}); "
+                "give every tool call an id so its result can be paired.",
+                index=i,
+            )
+        if cid in batch:
+            raise InvalidHistoryError(
+                f"messages[{i}] has two tool calls with the id {cid!r} (Anthropic refuses "
+                "duplicate tool_use ids, and a result cannot say which it answers); give "
+                "each call its own id (repair_history renames the second).",
+                index=i,
+            )
+        batch.add(cid)
+        open_ids[cid] = i
+        if call.invalid:
+            malformed.add(cid)
+    return open_ids, malformed, batch
 
 
 def _unanswered(open_ids: dict[str, int], malformed: set[str], where: str) -> InvalidHistoryError:
@@ -337,22 +355,39 @@ def repair_report(messages: Sequence[BaseMessage], *, seen: Iterable[str] = ()) 
         >>> [c.action for c in fixed.changes], fixed.messages[4].tool_call_id
         (['renamed', 're-paired'], 'c1_dup3')
     """
-    ids = _Ids(messages)
-    seen_calls: set[str] = set(seen)
-    ids.taken.update(seen_calls)
-    out: list[BaseMessage] = []
-    changes: list[RepairChange] = []
-    removed: list[BaseMessage] = []
-    # The current batch: its AIMessage's input index, its call ids as written (written id ->
-    # new ids still unanswered, in call order), its id-less calls still unanswered, and every
-    # unanswered new id -> (tool name, the parser's error of a malformed call, else None).
-    ai_at = -1
-    by_id: dict[str, list[str]] = {}
-    idless: list[str] = []
-    pending: dict[str, tuple[str, str | None]] = {}
+    repair = _Repair(messages, seen)
+    for i, raw in enumerate(messages):
+        msg = check_message(raw, i)
+        if isinstance(msg, ToolMessage):
+            repair.result(i, msg)
+            continue
+        repair.close_pending()
+        repair.open_batch(i, msg)
+    repair.close_pending()
+    return HistoryRepair(messages=repair.out, changes=repair.changes, removed=repair.removed)
 
-    def close_pending() -> None:
-        for cid, (name, error) in pending.items():
+
+class _Repair:
+    """:func:`repair_report`'s state: the output so far, what changed, and the current batch:
+    its AIMessage's input index, its call ids as written (written id -> new ids still
+    unanswered, in call order), its id-less calls still unanswered, and every unanswered new
+    id -> (tool name, the parser's error of a malformed call, else None)."""
+
+    def __init__(self, messages: Sequence[BaseMessage], seen: Iterable[str]) -> None:
+        self.ids = _Ids(messages)
+        self.seen_calls: set[str] = set(seen)
+        self.ids.taken.update(self.seen_calls)
+        self.out: list[BaseMessage] = []
+        self.changes: list[RepairChange] = []
+        self.removed: list[BaseMessage] = []
+        self.ai_at = -1
+        self.by_id: dict[str, list[str]] = {}
+        self.idless: list[str] = []
+        self.pending: dict[str, tuple[str, str | None]] = {}
+
+    def close_pending(self) -> None:
+        """An error result for each call of the batch still unanswered."""
+        for cid, (name, error) in self.pending.items():
             action: Literal["closed", "answered"] = "closed"
             text, why = INTERRUPTED_RESULT, "an 'interrupted'"
             if error is not None:
@@ -360,52 +395,51 @@ def repair_report(messages: Sequence[BaseMessage], *, seen: Iterable[str] = ()) 
                     name=name or "a tool", error=f" ({error})" if error else ""
                 )
                 action, why = "answered", "a 'malformed arguments'"
-            out.append(ToolMessage(text, tool_call_id=cid, name=name or None, status="error"))
-            changes.append(
+            self.out.append(ToolMessage(text, tool_call_id=cid, name=name or None, status="error"))
+            self.changes.append(
                 RepairChange(
-                    ai_at,
+                    self.ai_at,
                     action,
                     f"tool call {cid!r} ({name}) had no result: added {why} error result "
                     "after its batch",
                 )
             )
-        pending.clear()
+        self.pending.clear()
 
-    for i, raw in enumerate(messages):
-        msg = check_message(raw, i)
-        if isinstance(msg, ToolMessage):
-            tcid = msg.tool_call_id
-            queue = by_id.get(tcid)
-            if queue:
-                new_id = queue.pop(0)
-            elif idless and tcid not in by_id:
-                new_id = idless.pop(0)
-            else:
-                why = "a second time" if tcid in by_id else "but no call of its batch has that id"
-                logger.warning("repair_history: dropped orphan ToolMessage at index %d", i)
-                changes.append(
-                    RepairChange(
-                        i, "dropped", f"result answering tool call {tcid!r} {why}: removed"
-                    )
+    def result(self, i: int, msg: ToolMessage) -> None:
+        """The result ``messages[i]``: kept, re-paired to its call's new id, or dropped."""
+        tcid = msg.tool_call_id
+        queue = self.by_id.get(tcid)
+        if queue:
+            new_id = queue.pop(0)
+        elif self.idless and tcid not in self.by_id:
+            new_id = self.idless.pop(0)
+        else:
+            why = "a second time" if tcid in self.by_id else "but no call of its batch has that id"
+            logger.warning("repair_history: dropped orphan ToolMessage at index %d", i)
+            self.changes.append(
+                RepairChange(i, "dropped", f"result answering tool call {tcid!r} {why}: removed")
+            )
+            self.removed.append(msg)
+            return
+        self.pending.pop(new_id, None)
+        if new_id != tcid:
+            self.removed.append(msg)
+            msg = msg.model_copy(update={"tool_call_id": new_id})
+            self.changes.append(
+                RepairChange(
+                    i,
+                    "re-paired",
+                    f"result's tool_call_id {tcid!r} -> {new_id!r}, to answer its call "
+                    f"in messages[{self.ai_at}]",
                 )
-                removed.append(msg)
-                continue
-            pending.pop(new_id, None)
-            if new_id != tcid:
-                removed.append(msg)
-                msg = msg.model_copy(update={"tool_call_id": new_id})
-                changes.append(
-                    RepairChange(
-                        i,
-                        "re-paired",
-                        f"result's tool_call_id {tcid!r} -> {new_id!r}, to answer its call "
-                        f"in messages[{ai_at}]",
-                    )
-                )
-            out.append(msg)
-            continue
-        close_pending()
-        by_id, idless, ai_at = {}, [], i
+            )
+        self.out.append(msg)
+
+    def open_batch(self, i: int, msg: BaseMessage) -> None:
+        """``messages[i]``, a message other than a result: it opens a batch (of its calls,
+        renamed where an id is missing or used before)."""
+        self.by_id, self.idless, self.ai_at = {}, [], i
         if isinstance(msg, AIMessage) and (msg.tool_calls or msg.invalid_tool_calls):
             update: dict[str, Any] = {}
             n = 0  # the call's position over both lists
@@ -413,37 +447,38 @@ def repair_report(messages: Sequence[BaseMessage], *, seen: Iterable[str] = ()) 
                 written: list[Any] = getattr(msg, key)
                 calls = []
                 for call in written:
-                    cid, name = call.get("id"), call.get("name") or ""
-                    detail = ""
-                    if not cid:
-                        new_id = ids.fresh(f"repaired_{i}_{n}")
-                        idless.append(new_id)
-                        detail = f"tool call {n} ({name}) had no id: gave it {new_id!r}"
-                    elif cid in seen_calls:  # a re-used id would pair with the wrong result
-                        new_id = ids.fresh(f"{cid}_dup{i}")
-                        by_id.setdefault(cid, []).append(new_id)
-                        detail = (
-                            f"tool call id {cid!r} ({name}) was used before: renamed to {new_id!r}"
-                        )
-                    else:
-                        new_id = cid
-                        by_id.setdefault(cid, []).append(cid)
-                    seen_calls.add(new_id)
-                    error = None if key == "tool_calls" else str(call.get("error") or "")
-                    pending[new_id] = (name, error)
-                    if new_id != cid:
-                        call = {**call, "id": new_id}
-                        changes.append(RepairChange(i, "renamed", detail))
-                    calls.append(call)
+                    calls.append(self.call(i, n, key, call))
                     n += 1
                 if calls != written:
                     update[key] = calls
             if update:
-                removed.append(msg)
+                self.removed.append(msg)
                 msg = msg.model_copy(update=update)
-        out.append(msg)
-    close_pending()
-    return HistoryRepair(messages=out, changes=changes, removed=removed)
+        self.out.append(msg)
+
+    def call(self, i: int, n: int, key: str, call: Any) -> Any:
+        """Call ``n`` of ``messages[i]`` (in its list ``key``), with a fresh id when it has
+        none or one used before; it joins the batch's pending calls."""
+        cid, name = call.get("id"), call.get("name") or ""
+        detail = ""
+        if not cid:
+            new_id = self.ids.fresh(f"repaired_{i}_{n}")
+            self.idless.append(new_id)
+            detail = f"tool call {n} ({name}) had no id: gave it {new_id!r}"
+        elif cid in self.seen_calls:  # a re-used id would pair with the wrong result
+            new_id = self.ids.fresh(f"{cid}_dup{i}")
+            self.by_id.setdefault(cid, []).append(new_id)
+            detail = f"tool call id {cid!r} ({name}) was used before: renamed to {new_id!r}"
+        else:
+            new_id = cid
+            self.by_id.setdefault(cid, []).append(cid)
+        self.seen_calls.add(new_id)
+        error = None if key == "tool_calls" else str(call.get("error") or "")
+        self.pending[new_id] = (name, error)
+        if new_id != cid:
+            call = {**call, "id": new_id}
+            self.changes.append(RepairChange(i, "renamed", detail))
+        return call
 
 
 def repair_history(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -478,8 +513,7 @@ def _broken_until(messages: Sequence[BaseMessage], start: int) -> int:
         if isinstance(msg, ToolMessage):
             tcid = msg.tool_call_id
             if tcid not in calls or tcid in answered or tcid in since_clean:
-                while i < n and isinstance(messages[i], ToolMessage):  # orphan: skip its run
-                    i += 1
+                i = _results_end(messages, i)  # orphan: skip its run
                 clean, calls, answered, since_clean = i, set(), set(), set()
                 continue
             answered.add(tcid)
@@ -493,14 +527,19 @@ def _broken_until(messages: Sequence[BaseMessage], start: int) -> int:
         if ids:
             # a call without an id, or two calls with one id, cannot be paired: keep it out
             if not all(ids) or len(set(ids)) < len(ids):
-                i += 1
-                while i < n and isinstance(messages[i], ToolMessage):
-                    i += 1
+                i = _results_end(messages, i + 1)
                 clean, since_clean = i, set()
                 continue
             calls = {str(c) for c in ids}
         i += 1
     return clean
+
+
+def _results_end(messages: Sequence[BaseMessage], i: int) -> int:
+    """The end of the run of tool results from ``messages[i]`` on (``i`` when there is none)."""
+    while i < len(messages) and isinstance(messages[i], ToolMessage):
+        i += 1
+    return i
 
 
 def find_safe_cut(messages: Sequence[BaseMessage], index: int) -> int:

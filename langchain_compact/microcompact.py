@@ -331,37 +331,54 @@ def reduce_assistant(
         return None
     update: dict[str, Any] = {}
     if args and msg.tool_calls:
-        calls, changed = _stub_calls(msg, min_chars, archived)
-        if changed:
-            update["tool_calls"] = calls
-            kwargs = dict(msg.additional_kwargs)
-            # The provider's raw copy of the calls would carry the old arguments on.
-            kwargs.pop("tool_calls", None)
-            kwargs.pop("function_call", None)
-            update["additional_kwargs"] = kwargs
-            if isinstance(msg.content, list):
-                update["content"] = [
-                    {**b, "input": changed[b["id"]]}
-                    if isinstance(b, dict)
-                    and b.get("type") == "tool_use"
-                    and b.get("id") in changed
-                    else b
-                    for b in msg.content
-                ]
+        update.update(_stubbed_arguments(msg, min_chars, archived))
     if text and isinstance(msg.content, str) and len(msg.content) > keep_chars:
-        body = structured_digest(msg.content, max_chars=keep_chars)
-        words = " ".join(re.findall(r"\w+", msg.content)[:6])
-        notice = assistant_notice(
-            chars=len(msg.content),
-            omitted=max(0, len(msg.content) - len(body)),
-            message_id=msg.id,
-            query=words,
-            archived=archived,
-        )
-        update["content"] = f"{notice}\n{body}"
+        update["content"] = _cut_assistant_text(msg.content, msg.id, keep_chars, archived)
     if not update:
         return None
-    new = msg.model_copy(update=update)
+    return _marked_cleared(msg, msg.model_copy(update=update), counter, anchor)
+
+
+def _stubbed_arguments(msg: AIMessage, min_chars: int, archived: bool) -> dict[str, Any]:
+    """The update that stubs ``msg``'s long argument values (none when it has none)."""
+    calls, changed = _stub_calls(msg, min_chars, archived)
+    if not changed:
+        return {}
+    kwargs = dict(msg.additional_kwargs)
+    # The provider's raw copy of the calls would carry the old arguments on.
+    kwargs.pop("tool_calls", None)
+    kwargs.pop("function_call", None)
+    update: dict[str, Any] = {"tool_calls": calls, "additional_kwargs": kwargs}
+    if isinstance(msg.content, list):
+        update["content"] = [
+            {**b, "input": changed[b["id"]]}
+            if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id") in changed
+            else b
+            for b in msg.content
+        ]
+    return update
+
+
+def _cut_assistant_text(
+    content: str, message_id: str | None, keep_chars: int, archived: bool
+) -> str:
+    """An assistant text cut to its head, tail and key lines, with a notice."""
+    body = structured_digest(content, max_chars=keep_chars)
+    words = " ".join(re.findall(r"\w+", content)[:6])
+    notice = assistant_notice(
+        chars=len(content),
+        omitted=max(0, len(content) - len(body)),
+        message_id=message_id,
+        query=words,
+        archived=archived,
+    )
+    return f"{notice}\n{body}"
+
+
+def _marked_cleared(
+    msg: AIMessage, new: AIMessage, counter: TokenCounter, anchor: str | None
+) -> AIMessage | None:
+    """``new`` (``msg`` reduced) marked cleared with its savings, ``None`` if it saves none."""
     old_text, new_text = _ai_text(msg), _ai_text(new)
     saved = counter([msg]) - counter([new])
     if saved <= 0:
@@ -718,6 +735,10 @@ def micro_compact_with_count(
 ) -> MicroResult:
     """Micro-compaction with ``config``'s settings; costs nothing until there is pressure.
 
+    The reductions are :data:`_LADDER`, applied in its order to one :class:`_Pass` (the
+    history as it changes and one running tally of its size), after the large-result digest
+    and the gate:
+
     1. A result the model has already read that alone is larger than ``large_result_ratio``
        of the window (or ``large_tool_result_chars``) is replaced by a digest.
     2. Below ``micro_trigger_ratio`` of the window nothing else changes. At or above it,
@@ -754,181 +775,318 @@ def micro_compact_with_count(
         >>> result.changed, result.tokens > 2_000
         ((), True)
     """
-    facts = history_facts(messages)
-    if facts is None:  # a message is not a BaseMessage: name it
-        for i, m in enumerate(messages):
-            check_message(m, i)
-    assert facts is not None
-    out = _as_list(messages)  # copied before the first change (copy on write)
-    anchor = facts.newest_usage_id
-    limit = facts.newest_ai + 1
-    excluded = set(config.micro_exclude_tools)
-    lazy_names: list[dict[str, str]] = []
+    run = _Pass(messages, config, archived, counter, tools, verify_anchor, compactable)
+    _digest_large(run)
+    run.start(tokens)
+    if run.below_gate():
+        if not run.cut_any:  # nothing changed: no pass over the history, no copy
+            return MicroResult(_as_list(messages), run.start_tokens, ())
+        return run.result()
+    run.open()
+    for step in _LADDER:
+        if step.applies(run):
+            step.reduce(run)
+    return run.result()
 
-    def name_of(msg: BaseMessage) -> str:
+
+class _Pass:
+    """One pass of :func:`micro_compact_with_count`: its settings, the history as it changes
+    (``out``, copied before the first change), and the running tally of its size
+    (``budget``, from :meth:`open` on). Each step of :data:`_LADDER` reads and changes it."""
+
+    def __init__(
+        self,
+        messages: Sequence[BaseMessage],
+        config: CompactionConfig,
+        archived: bool,
+        counter: TokenCounter,
+        tools: Sequence[Any] | None,
+        verify_anchor: AnchorCheck,
+        compactable: Callable[[Sequence[BaseMessage]], bool] | None,
+    ) -> None:
+        facts = history_facts(messages)
+        if facts is None:  # a message is not a BaseMessage: name it
+            for i, m in enumerate(messages):
+                check_message(m, i)
+        assert facts is not None
+        self.messages, self.facts, self.config = messages, facts, config
+        self.archived, self.counter, self.tools = archived, counter, tools
+        self.verify_anchor, self.compactable = verify_anchor, compactable
+        self.out = _as_list(messages)  # copied before the first change (copy on write)
+        self.anchor = facts.newest_usage_id
+        self.limit = facts.newest_ai + 1  # results before it are read
+        self.excluded = set(config.micro_exclude_tools)
+        self.lazy_names: dict[str, str] | None = None
+        self.cut_any = False  # the large-result digest changed a message
+        self.start_tokens = 0
+        self.confirmed = False  # the estimate said "cannot fit": counted with tiktoken since
+        self.not_compactable: bool | None = None  # ``compactable``'s answer, asked once
+        self.gate, self.target, self.fit = (
+            config.micro_trigger_tokens,
+            config.micro_target_tokens,
+            config.fit_tokens,
+        )
+        self.budget = _Budget(0)
+        self.names: dict[str, str] = {}
+        self.template = DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER
+        self.text_keep = config.large_tool_result_keep_chars
+
+    def name_of(self, msg: BaseMessage) -> str:
         if getattr(msg, "name", None):
             return result_name(msg, {})
-        if not lazy_names:  # a result without a name: look its call up (once)
-            lazy_names.append(tool_names(out))
-        return result_name(msg, lazy_names[0])
+        if self.lazy_names is None:  # a result without a name: look its call up (once)
+            self.lazy_names = tool_names(self.out)
+        return result_name(msg, self.lazy_names)
 
-    def allowed(i: int) -> bool:
-        msg = out[i]
+    def allowed(self, i: int) -> bool:
+        msg = self.out[i]
         return (
             isinstance(msg, ToolMessage)
             and kind_of(msg) not in _DONE
-            and name_of(msg) not in excluded
+            and self.name_of(msg) not in self.excluded
         )
 
-    def cut(i: int, keep_chars: int) -> bool:
-        nonlocal out
+    def cut(self, i: int, keep_chars: int) -> bool:
         new = _truncate_one(
-            out[i],
+            self.out[i],
             keep_chars=keep_chars,
-            digest=config.digest,
-            archived=archived,
-            counter=counter,
-            anchor=anchor,
+            digest=self.config.digest,
+            archived=self.archived,
+            counter=self.counter,
+            anchor=self.anchor,
         )
         if new is None:
             return False
-        if out is messages:
-            out = list(messages)
-        out[i] = new
+        if self.out is self.messages:
+            self.out = list(self.messages)
+        self.out[i] = new
         return True
 
-    # 1. Oversized results the model has read. A mark on the remembered facts says up to
-    # where an earlier call on this very history (same settings) found none.
-    size, unit = large_result_limit(config, counter)
-    keep_chars = min(config.large_tool_result_keep_chars, max(200, size - 1))
-    mark = _mark_key(size, unit, counter, excluded)
-    start = min(facts.checked_to(mark), limit) if mark is not None else 0
-    found = False
-    for i in range(start, limit):
-        if not allowed(i):
-            continue
-        text = tool_result_text(out[i])
-        big = len(text) > size if unit == "chars" else _tokens(text, counter) > size
-        if big:
-            found = True
-            cut(i, keep_chars)
-    if mark is not None and not found:
-        facts.mark_checked(mark, limit)  # the remembered facts describe ``messages`` exactly
-    cut_any = out is not messages and any(map(operator.is_not, messages, out))
-
-    def count() -> int:
-        return context_tokens(out, counter=counter, tools=tools, verify_anchor=verify_anchor)
-
-    confirmed: list[bool] = []  # the estimate said "cannot fit": counted with tiktoken since
-
-    def result() -> MicroResult:
-        changed = tuple(i for i, (a, b) in enumerate(zip(messages, out, strict=True)) if a is not b)
-        if confirmed:
-            return MicroResult(out, precise() or count(), changed)
-        return MicroResult(out, count() if changed else start_tokens, changed)
-
-    def precise() -> int | None:
-        return precise_context_tokens(out, tools=tools, verify_anchor=verify_anchor)
-
-    if tokens is not None and not cut_any:
-        start_tokens = tokens
-    elif out is messages:  # unchanged: the facts just read describe it
-        start_tokens = context_tokens(
-            out, counter=counter, tools=tools, verify_anchor=verify_anchor, facts=facts
+    def count(self) -> int:
+        return context_tokens(
+            self.out, counter=self.counter, tools=self.tools, verify_anchor=self.verify_anchor
         )
-    else:
-        start_tokens = count()
-    gate, target, fit = config.micro_trigger_tokens, config.micro_target_tokens, config.fit_tokens
-    if gate is None or target is None or fit is None or start_tokens < gate:
-        if not cut_any:  # nothing changed: no pass over the history, no copy
-            return MicroResult(_as_list(messages), start_tokens, ())
-        return result()
-    if out is messages:
-        out = list(messages)
-    budget = _Budget(start_tokens)
-    names = tool_names(out)
-    # 2. One batch: clear the oldest read results down to the target.
-    template = DEFAULT_PLACEHOLDER if archived else UNARCHIVED_PLACEHOLDER
 
-    text_keep = config.large_tool_result_keep_chars
+    def precise(self) -> int | None:
+        return precise_context_tokens(self.out, tools=self.tools, verify_anchor=self.verify_anchor)
 
-    def candidates(keep: int, *, text: bool = False, newest: bool = False) -> list[int]:
+    def start(self, tokens: int | None) -> None:
+        """The size before the ladder: the caller's count when nothing changed yet."""
+        if tokens is not None and not self.cut_any:
+            self.start_tokens = tokens
+        elif self.out is self.messages:  # unchanged: the facts just read describe it
+            self.start_tokens = context_tokens(
+                self.out,
+                counter=self.counter,
+                tools=self.tools,
+                verify_anchor=self.verify_anchor,
+                facts=self.facts,
+            )
+        else:
+            self.start_tokens = self.count()
+
+    def below_gate(self) -> bool:
+        return (
+            self.gate is None
+            or self.target is None
+            or self.fit is None
+            or self.start_tokens < self.gate
+        )
+
+    def open(self) -> None:
+        """Past the gate: a copy to change, the running tally, the calls' names."""
+        if self.out is self.messages:
+            self.out = list(self.messages)
+        self.budget = _Budget(self.start_tokens)
+        self.names = tool_names(self.out)
+
+    def over_fit(self) -> bool:
+        assert self.fit is not None
+        return self.budget.tokens > self.fit
+
+    def cannot_compact(self) -> bool:
+        """No compaction can make the room (``compactable``, asked once, says so)."""
+        if self.not_compactable is None:
+            self.not_compactable = not (self.compactable is not None and self.compactable(self.out))
+        return self.not_compactable
+
+    def result(self) -> MicroResult:
+        out, messages = self.out, self.messages
+        changed = tuple(i for i, (a, b) in enumerate(zip(messages, out, strict=True)) if a is not b)
+        if self.confirmed:
+            return MicroResult(out, self.precise() or self.count(), changed)
+        return MicroResult(out, self.count() if changed else self.start_tokens, changed)
+
+    def candidates(self, keep: int, *, text: bool = False, newest: bool = False) -> list[int]:
         """Read results and older assistant turns that may be reduced, oldest first: the
         assistant turns before the calls of the kept results (before the newest turn when
         nothing is kept; the newest turn too with ``newest``)."""
-        results = _clear_candidates(
-            out, keep=keep, min_chars=config.micro_min_chars, exclude=excluded
-        )
+        out, limit, min_chars = self.out, self.limit, self.config.micro_min_chars
+        results = _clear_candidates(out, keep=keep, min_chars=min_chars, exclude=self.excluded)
         read = [i for i in range(limit) if isinstance(out[i], ToolMessage)]
         before = limit if newest else max(0, limit - 1)
         if keep > 0 and read:
             before = min(before, find_safe_cut(out, read[-min(keep, len(read))]))
         turns = _assistant_candidates(
-            out, before, min_chars=config.micro_min_chars, text=text, keep_chars=text_keep
+            out, before, min_chars=min_chars, text=text, keep_chars=self.text_keep
         )
         return sorted({*results, *turns})
 
-    def clear(indices: list[int], stop_at: int, *, text: bool = False) -> None:
+    def reduced(self, msg: BaseMessage, *, text: bool) -> BaseMessage | None:
+        """``msg`` cleared (a tool result) or reduced (an assistant turn), or ``None``."""
+        if isinstance(msg, AIMessage):
+            return reduce_assistant(
+                msg,
+                text=text,
+                min_chars=self.config.micro_min_chars,
+                keep_chars=self.text_keep,
+                archived=self.archived,
+                counter=self.counter,
+                anchor=self.anchor,
+            )
+        assert isinstance(msg, ToolMessage)
+        name = result_name(msg, self.names)
+        return _clear_one(msg, self.template, name, self.counter, self.anchor)
+
+    def clear(self, indices: list[int], stop_at: int | None, *, text: bool = False) -> None:
+        """Reduce ``indices`` in order until the tally is at ``stop_at``, in one batch: none
+        of it when the batch frees less than ``micro_clear_at_least``."""
+        assert stop_at is not None
         changes: list[tuple[int, BaseMessage]] = []
         freed = 0
         for i in indices:
-            if budget.tokens - freed <= stop_at:
+            if self.budget.tokens - freed <= stop_at:
                 break
-            msg = out[i]
-            new: BaseMessage | None
-            if isinstance(msg, AIMessage):
-                new = reduce_assistant(
-                    msg,
-                    text=text,
-                    min_chars=config.micro_min_chars,
-                    keep_chars=text_keep,
-                    archived=archived,
-                    counter=counter,
-                    anchor=anchor,
-                )
-            else:
-                assert isinstance(msg, ToolMessage)
-                new = _clear_one(msg, template, result_name(msg, names), counter, anchor)
+            msg = self.out[i]
+            new = self.reduced(msg, text=text)
             if new is not None:
                 changes.append((i, new))
-                freed += budget.delta(msg, new)
-        if freed < config.micro_clear_at_least:
+                freed += self.budget.delta(msg, new)
+        if freed < self.config.micro_clear_at_least:
             return
         for i, new in changes:
-            budget.apply(out[i], new)
-            out[i] = new
+            self.budget.apply(self.out[i], new)
+            self.out[i] = new
 
-    clear(candidates(config.micro_keep), target)
-    trigger = config.trigger_tokens or fit
-    if budget.tokens >= trigger and config.micro_keep > 1:
-        # Still over the full trigger (a few large results): keep only the newest read one.
-        clear(candidates(1), target)
-    if budget.tokens <= fit:
-        return result()
-    # The estimate errs high: before anything more is cut, tiktoken confirms it.
-    if not isinstance(counter, TiktokenCounter):
-        exact = precise()
-        if exact is not None:
-            confirmed.append(True)
-            budget.tokens = exact
-            if exact <= fit:
-                return result()
-    # 3. The next call cannot fit: read results and older calls' arguments first, then
-    # the task; when no compaction can make the room, older assistant text, the newest
-    # call's arguments, and last the unread results (digested to the room there is).
-    clear(candidates(0), target)
-    if budget.tokens > fit:
-        task = cut_task(out, config, counter, archived, anchor)
-        if task is not None:
-            budget.apply(out[task[0]], task[1])
-            out[task[0]] = task[1]
-    if budget.tokens > fit and not (compactable is not None and compactable(out)):
-        clear(candidates(0, text=True), fit, text=True)
-        if budget.tokens > fit:
-            clear(candidates(0, newest=True), fit)
-        if budget.tokens > fit:
-            _fit_unread(out, limit, fit, allowed, counter, budget, config, archived)
-    return result()
+
+def _digest_large(run: _Pass) -> None:
+    """Oversized results the model has read become digests. A mark on the remembered facts
+    says up to where an earlier call on this very history (same settings) found none."""
+    config, counter, limit = run.config, run.counter, run.limit
+    size, unit = large_result_limit(config, counter)
+    keep_chars = min(config.large_tool_result_keep_chars, max(200, size - 1))
+    mark = _mark_key(size, unit, counter, run.excluded)
+    start = min(run.facts.checked_to(mark), limit) if mark is not None else 0
+    found = False
+    for i in range(start, limit):
+        if not run.allowed(i):
+            continue
+        text = tool_result_text(run.out[i])
+        big = len(text) > size if unit == "chars" else _tokens(text, counter) > size
+        if big:
+            found = True
+            run.cut(i, keep_chars)
+    if mark is not None and not found:
+        run.facts.mark_checked(mark, limit)  # the remembered facts describe ``messages`` exactly
+    run.cut_any = run.out is not run.messages and any(map(operator.is_not, run.messages, run.out))
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One rung of the reduction ladder: when it applies to a pass, and what it reduces."""
+
+    name: str
+    applies: Callable[[_Pass], bool]
+    reduce: Callable[[_Pass], None]
+
+
+def _gate_batch(run: _Pass) -> None:
+    run.clear(run.candidates(run.config.micro_keep), run.target)
+
+
+def _over_trigger(run: _Pass) -> bool:
+    """Still over the full trigger after the batch (a few large results)."""
+    trigger = run.config.trigger_tokens or run.fit
+    assert trigger is not None
+    return run.budget.tokens >= trigger and run.config.micro_keep > 1
+
+
+def _keep_one(run: _Pass) -> None:
+    run.clear(run.candidates(1), run.target)
+
+
+def _estimated(run: _Pass) -> bool:
+    """Over the fit by the estimate, which errs high: tiktoken confirms it first."""
+    return run.over_fit() and not isinstance(run.counter, TiktokenCounter)
+
+
+def _confirm_fit(run: _Pass) -> None:
+    exact = run.precise()
+    if exact is not None:
+        run.confirmed = True
+        run.budget.tokens = exact
+
+
+def _keep_none(run: _Pass) -> None:
+    run.clear(run.candidates(0), run.target)
+
+
+def _cut_task(run: _Pass) -> None:
+    task = cut_task(run.out, run.config, run.counter, run.archived, run.anchor)
+    if task is not None:
+        run.budget.apply(run.out[task[0]], task[1])
+        run.out[task[0]] = task[1]
+
+
+def _last_resort(run: _Pass) -> bool:
+    """Over the fit, and no compaction can make the room."""
+    return run.over_fit() and run.cannot_compact()
+
+
+def _cut_text(run: _Pass) -> None:
+    run.clear(run.candidates(0, text=True), run.fit, text=True)
+
+
+def _newest_arguments(run: _Pass) -> None:
+    run.clear(run.candidates(0, newest=True), run.fit)
+
+
+def _digest_unread(run: _Pass) -> None:
+    assert run.fit is not None
+    _fit_unread(
+        run.out,
+        run.limit,
+        run.fit,
+        run.allowed,
+        run.counter,
+        run.budget,
+        run.config,
+        run.archived,
+    )
+
+
+def _always(run: _Pass) -> bool:
+    return True
+
+
+#: The reduction ladder past the gate, in order. Each rung applies when its test holds on the
+#: pass as the rungs before it left it. Under pressure (the gate): one batch clears the oldest
+#: read results down to ``micro_target_tokens`` (the newest ``micro_keep`` stay), and only the
+#: newest one stays while the context is still over the full trigger. Only when the next call
+#: cannot fit (``fit_tokens``, confirmed by tiktoken where the estimate said so): every read
+#: result and older calls' arguments, then the pinned task; and when no compaction can make
+#: the room, older assistant text, the newest call's arguments, and last the unread results
+#: (digested to the room there is).
+_LADDER: tuple[_Step, ...] = (
+    _Step("clear read results, newest micro_keep kept", _always, _gate_batch),
+    _Step("clear read results, newest one kept", _over_trigger, _keep_one),
+    _Step("confirm the fit with tiktoken", _estimated, _confirm_fit),
+    _Step("clear every read result and older arguments", _Pass.over_fit, _keep_none),
+    _Step("cut the pinned task", _Pass.over_fit, _cut_task),
+    _Step("cut older assistant text", _last_resort, _cut_text),
+    _Step("stub the newest call's arguments", _last_resort, _newest_arguments),
+    _Step("digest unread results", _last_resort, _digest_unread),
+)
 
 
 def _as_list(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -1011,11 +1169,48 @@ def shrink_unread(
     :meth:`~langchain_compact.budget.Budget.unread_share`. The caller archives the
     originals of the changed messages."""
     out = list(messages)
-    names = tool_names(out)
-    excluded = set(config.micro_exclude_tools)
     # ``has_task=False``: a compaction's kept tail, whose first user message is not the task
     task_i = original_task_index(out) if has_task else -1
     request = newest_request_index(out)
+    unread = _shrinkable(out, config, task_i, request)
+    sizes = {i: _tokens(tool_result_text(out[i]), counter) for i in unread}
+    # Largest first; the current request last, read or not.
+    order = sorted(unread, key=lambda j: (j == request, -sizes[j]))
+    b = config.budget
+    floor = b.unread_share(fixed) if b is not None and fixed is not None else 0
+    aims = _UnreadAims.of(out, sizes, floor, counter)
+    anchor = _usage_anchor(out)
+    freed = 0
+    for i in order:
+        if freed >= need:
+            break
+        want, size, measure = aims.aim(i, need - freed)
+        if want >= size:
+            continue
+        new = _aim_digest(
+            out[i],
+            want,
+            size,
+            config=config,
+            counter=counter,
+            measure=measure,
+            archived=archived,
+            anchor=anchor,
+        )
+        if new is not None:
+            out[i] = new
+            # in the units ``need`` is in (a digest's recorded saving also credits what an
+            # earlier cut of it saved)
+            freed += sizes[i] - _tokens(tool_result_text(new), counter)
+    return out
+
+
+def _shrinkable(
+    out: list[BaseMessage], config: CompactionConfig, task_i: int, request: int
+) -> list[int]:
+    """The unread messages :func:`shrink_unread` may digest, the current request last."""
+    names = tool_names(out)
+    excluded = set(config.micro_exclude_tools)
 
     def eligible(i: int) -> bool:
         # a digest made earlier (sized to a room a compaction has since changed) may be
@@ -1036,48 +1231,45 @@ def shrink_unread(
     unread = [i for i in range(unread_start(out), len(out)) if i != request and eligible(i)]
     if request >= 0 and eligible(request):
         unread.append(request)
-    sizes = {i: _tokens(tool_result_text(out[i]), counter) for i in unread}
-    # Largest first; the current request last, read or not.
-    order = sorted(unread, key=lambda j: (j == request, -sizes[j]))
-    total = max(1, sum(sizes.values()))
-    b = config.budget
-    floor = b.unread_share(fixed) if b is not None and fixed is not None else 0
-    # The floor is a share of the window, in the provider's tokens; the estimate errs high,
-    # so a digest held to the floor is sized and measured by tiktoken where it can be.
-    precise = precise_counter() if floor and not isinstance(counter, TiktokenCounter) else None
-    real = (
-        {i: precise.count_text(tool_result_text(out[i])) for i in unread}
-        if precise is not None
-        else sizes
-    )
-    real_total = max(1, sum(real.values())) if precise is not None else total
-    anchor = _usage_anchor(out)
-    freed = 0
-    for i in order:
-        if freed >= need:
-            break
-        want, size, measure = sizes[i] - (need - freed), sizes[i], counter
-        share = floor * real[i] // real_total
-        if share * sizes[i] > want * real[i]:  # the floor, not the need, sizes it
-            want, size, measure = share, real[i], (precise or counter)
-        if want >= size:
-            continue
-        new = _aim_digest(
-            out[i],
-            want,
-            size,
-            config=config,
-            counter=counter,
-            measure=measure,
-            archived=archived,
-            anchor=anchor,
+    return unread
+
+
+@dataclass(frozen=True, slots=True)
+class _UnreadAims:
+    """What each unread result's digest aims at: what the need leaves of it, or its share of
+    the floor when that is more."""
+
+    sizes: dict[int, int]
+    """Each result's size by the caller's counter."""
+    floor: int
+    real: dict[int, int]
+    """Each result's size in the floor's units (``precise``'s, else ``sizes``)."""
+    real_total: int
+    counter: TokenCounter
+    precise: TokenCounter | None
+
+    @classmethod
+    def of(
+        cls, out: list[BaseMessage], sizes: dict[int, int], floor: int, counter: TokenCounter
+    ) -> _UnreadAims:
+        # The floor is a share of the window, in the provider's tokens; the estimate errs
+        # high, so a digest held to the floor is sized and measured by tiktoken where it can be.
+        precise = precise_counter() if floor and not isinstance(counter, TiktokenCounter) else None
+        real = (
+            {i: precise.count_text(tool_result_text(out[i])) for i in sizes}
+            if precise is not None
+            else sizes
         )
-        if new is not None:
-            out[i] = new
-            # in the units ``need`` is in (a digest's recorded saving also credits what an
-            # earlier cut of it saved)
-            freed += sizes[i] - _tokens(tool_result_text(new), counter)
-    return out
+        return cls(sizes, floor, real, max(1, sum(real.values())), counter, precise)
+
+    def aim(self, i: int, left: int) -> tuple[int, int, TokenCounter]:
+        """``(want, size, measure)`` for result ``i`` with ``left`` tokens still to free."""
+        sizes, real = self.sizes, self.real
+        share = self.floor * real[i] // self.real_total
+        want = sizes[i] - left
+        if share * sizes[i] > want * real[i]:  # the floor, not the need, sizes it
+            return share, real[i], (self.precise or self.counter)
+        return want, sizes[i], self.counter
 
 
 #: Attempts at a digest's size: its notice and framing, and lines denser or sparser in
@@ -1106,10 +1298,7 @@ def _aim_digest(
     measure = measure or counter
     text = tool_result_text(message)
     keep_chars = max(200, chars_for_tokens(want, text=text, text_tokens=size))
-    best: BaseMessage | None = None  # the largest digest within ``want``
-    best_shown = -1
-    smallest: BaseMessage | None = None  # else the last (smallest) one made
-    under, over = 0, None  # kept characters known to land under / over the aim
+    aim = _Aim(want, size, text)
     for _ in range(_AIM_ATTEMPTS):
         new = _truncate_one(
             message,
@@ -1120,31 +1309,56 @@ def _aim_digest(
             anchor=anchor,
         )
         shown = _tokens(tool_result_text(new), measure) if new is not None else size
-        if new is not None:
-            smallest = new
-            if best_shown < shown <= want:
-                best, best_shown = new, shown
-        if best_shown >= want * _AIM_CLOSE or (shown > want and keep_chars <= 200):
+        aim.record(new, shown)
+        if aim.best_shown >= want * _AIM_CLOSE or (shown > want and keep_chars <= 200):
             break
-        # Scale by the miss, within the sizes known to land under and over the aim (their
-        # midpoint when the scaled guess falls outside).
-        if shown > want:
-            over = keep_chars if over is None else min(over, keep_chars)
-        else:
-            under = max(under, keep_chars)
-        guess = int(keep_chars * want / max(1, shown))
-        if new is None:  # no digest shorter than the result yet: its framing must be paid
-            step = chars_for_tokens(2 * (size - want), text=text, text_tokens=size)
-            guess = keep_chars - max(keep_chars // 50, step)
-        elif shown > want:  # a digest keeps whole lines: a step under 2% may change nothing
-            guess = min(guess, keep_chars - max(1, keep_chars // 50))
-        low, high = max(200, under), over if over is not None else guess + 1
-        if not low < guess < high:
-            guess = (low + high) // 2 if over is not None else max(guess, keep_chars + 1)
+        guess = aim.next_guess(keep_chars, new is None, shown)
         if max(200, guess) == keep_chars:
             break
         keep_chars = max(200, guess)
-    return best or smallest
+    return aim.best or aim.smallest
+
+
+@dataclass(slots=True)
+class _Aim:
+    """:func:`_aim_digest`'s search: the digests made so far and the kept characters known
+    to land under and over the aim."""
+
+    want: int
+    size: int
+    text: str
+    best: BaseMessage | None = None  # the largest digest within ``want``
+    best_shown: int = -1
+    smallest: BaseMessage | None = None  # else the last (smallest) one made
+    under: int = 0
+    over: int | None = None
+
+    def record(self, new: BaseMessage | None, shown: int) -> None:
+        if new is not None:
+            self.smallest = new
+            if self.best_shown < shown <= self.want:
+                self.best, self.best_shown = new, shown
+
+    def next_guess(self, keep_chars: int, none: bool, shown: int) -> int:
+        """The kept characters to try next: scaled by the miss, within the sizes known to
+        land under and over the aim (their midpoint when the scaled guess falls outside).
+        ``none``: no digest shorter than the result was made."""
+        want, size = self.want, self.size
+        if shown > want:
+            self.over = keep_chars if self.over is None else min(self.over, keep_chars)
+        else:
+            self.under = max(self.under, keep_chars)
+        guess = int(keep_chars * want / max(1, shown))
+        if none:  # no digest shorter than the result yet: its framing must be paid
+            step = chars_for_tokens(2 * (size - want), text=self.text, text_tokens=size)
+            guess = keep_chars - max(keep_chars // 50, step)
+        elif shown > want:  # a digest keeps whole lines: a step under 2% may change nothing
+            guess = min(guess, keep_chars - max(1, keep_chars // 50))
+        over = self.over
+        low, high = max(200, self.under), over if over is not None else guess + 1
+        if not low < guess < high:
+            guess = (low + high) // 2 if over is not None else max(guess, keep_chars + 1)
+        return guess
 
 
 def cut_task(

@@ -1,0 +1,112 @@
+"""The engine's cyclomatic complexity is a ratchet (issue 32, must-show 3).
+
+radon's API over every module of the engine (the package minus the text parsers and formats
+and the front ends, ``bench.shape.NOT_ENGINE``; the same figures as ``python -m bench.shape``
+and the ``radon cc`` command in docs/development.md): no function may be above
+:data:`CEILING`, except the ones :data:`ABOVE` names, each at most at the figure it had when
+this test was written. A function made simpler may lower its figure (or leave the table when it
+reaches the ceiling); a new function above the ceiling, or a named one grown, fails. Outside the
+engine, nothing above :data:`PACKAGE_CEILING` but the ones named.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("radon")
+
+from bench.shape import DOCS, constants_table, functions, is_engine
+
+PACKAGE = Path(__file__).resolve().parents[2] / "langchain_compact"
+
+#: The highest complexity of an engine function not named in :data:`ABOVE`.
+CEILING = 15
+#: Engine functions above the ceiling, and the most each may reach (to be brought down).
+ABOVE = {
+    "_facts.py:condense_summary": 49,
+    "summarizers.py:ExtractiveSummarizer.summarize": 45,
+    "summarizers.py:fidelity_supplement": 40,
+    "compaction.py:decide": 38,
+    "_compaction_plan.py:plan_compaction": 25,
+    "_scan.py:_extend": 25,
+    "config.py:CompactionConfig.__post_init__": 25,
+    "_scan.py:history_facts": 21,
+    "_compaction_phases.py:merge_summaries": 19,
+    "graph/wiring.py:add_compaction": 19,
+    "tokens.py:_block_parts": 19,
+    "compaction.py:_steps": 18,
+    "_options.py:check_options": 16,
+}
+#: The highest complexity anywhere in the package (text parsers and front ends included) but
+#: the ones named in :data:`PACKAGE_ABOVE`.
+PACKAGE_CEILING = 25
+PACKAGE_ABOVE = {"redaction.py:_keywords": 28}
+
+
+def over(
+    sources: dict[str, str], ceiling: int, above: dict[str, int], *, engine: bool
+) -> list[str]:
+    """Every function of ``sources`` (module path -> source) in the engine (or outside it,
+    ``engine=False``) above its ceiling: ``above``'s figure for the ones it names, else
+    ``ceiling``."""
+    out = []
+    for module, source in sorted(sources.items()):
+        if is_engine(module) != engine:
+            continue
+        for name, line, complexity in functions(source):
+            key = f"{module}:{name}"
+            if complexity > above.get(key, ceiling):
+                out.append(
+                    f"{key} (line {line}): complexity {complexity}, "
+                    f"at most {above.get(key, ceiling)}"
+                )
+    return out
+
+
+def _package() -> dict[str, str]:
+    return {
+        p.relative_to(PACKAGE).as_posix(): p.read_text(encoding="utf-8")
+        for p in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def test_no_engine_function_above_its_ceiling() -> None:
+    assert over(_package(), CEILING, ABOVE, engine=True) == []
+
+
+def test_nothing_in_the_package_above_25() -> None:
+    assert over(_package(), PACKAGE_CEILING, PACKAGE_ABOVE, engine=False) == []
+    assert max(ABOVE.values()) > PACKAGE_CEILING  # the engine's own table is checked above
+
+
+_BRANCHY = "def f(x):\n" + "".join(f"    if x == {n}:\n        return {n}\n" for n in range(16))
+
+
+def test_the_ratchet_catches_a_new_function_above_the_ceiling() -> None:
+    # complexity 17: one path and 16 branches
+    found = over({"core.py": _BRANCHY}, CEILING, ABOVE, engine=True)
+    assert found == ["core.py:f (line 1): complexity 17, at most 15"]
+    # a closure and a method are functions too
+    nested = "class C:\n    def m(self):\n        " + _BRANCHY.replace("\n", "\n        ")
+    found = over({"history.py": nested}, CEILING, ABOVE, engine=True)
+    assert found == ["history.py:C.m.f (line 3): complexity 17, at most 15"]
+    # outside the engine, the package's ceiling
+    assert over({"cli/x.py": _BRANCHY}, CEILING, ABOVE, engine=True) == []
+    assert over({"cli/x.py": _BRANCHY}, 16, {}, engine=False) != []
+
+
+def test_the_ratchet_catches_a_named_function_grown() -> None:
+    grown = _BRANCHY.replace("def f(", "def _broken_until(")
+    found = over({"history.py": grown}, CEILING, {"history.py:_broken_until": 16}, engine=True)
+    assert found == ["history.py:_broken_until (line 1): complexity 17, at most 16"]
+
+
+def test_every_module_level_number_is_named_in_the_design_with_its_reason() -> None:
+    # must-show 6: the table in docs/design.md, "Numbers in the code", is the code's
+    table = constants_table(PACKAGE)
+    assert table.count("\n") > 100
+    assert table in DOCS.read_text(encoding="utf-8"), (
+        "docs/design.md's constants table is stale: run python -m bench.shape --docs"
+    )
