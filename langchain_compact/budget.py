@@ -1,9 +1,13 @@
-"""The budget: every room the compaction policy uses, computed from one context window.
+"""When and how much: every room the compaction policy uses, computed from one context
+window (:class:`Budget`), and every decision of when to compact, over one turn's numbers
+(:class:`TurnNumbers`, :func:`decision` and the functions after it).
 
-A leaf module (it imports nothing else of the package), so every layer can ask it. Each
-rule is a named method with its reason in its docstring and in ``docs/design.md``
-("The budget"); the ratios it reads are the user's settings in
-:class:`~langchain_compact.config.CompactionConfig`.
+A leaf module (it imports nothing else of the package), so every layer can ask it, and its
+tests are tables of numbers. Each rule is a named method with its reason in its docstring
+and in ``docs/design.md`` ("The budget"); the ratios it reads are the user's settings in
+:class:`~langchain_compact.config.CompactionConfig`. The decisions ("When" in
+``docs/design.md``) read plain numbers the callers gather once; changing when compaction
+runs is an edit here alone.
 
 Example:
     >>> b = Budget(window=128_000)
