@@ -1231,21 +1231,11 @@ class Compactor:
         same compaction a trigger runs (archive, fidelity, boundary, the check after it),
         refused by the same limits (:meth:`on_demand_refusal`): then the outcome is
         ``"continue"`` with the reason, and nothing changed."""
-        ctx = TurnContext() if ctx is None else ctx
-        start = len(ctx.events)
-        ctx = self._learning(ctx, messages)
-        refusal = self.on_demand_refusal(messages, ctx)
-        if refusal:
-            before = list(messages)
-            emit({"event": "compaction_refused", "reason": refusal}, ctx.events)
-            turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
-        else:
-            emit({"event": "compaction_on_demand", "focus": focus}, ctx.events)
-            done = self.compaction(
-                messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
-            )
-            turn = self._on_demand(messages, done, write_stop, ctx)
-        return replace(turn, events=ctx.since(start))
+        ctx, start, refused = self._on_demand_start(messages, focus, ctx)
+        if refused is not None:
+            return refused
+        done = self.compaction(messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus))
+        return replace(self._on_demand(messages, done, write_stop, ctx), events=ctx.since(start))
 
     async def acompact_now(
         self,
@@ -1259,21 +1249,30 @@ class Compactor:
     ) -> Turn:
         """Async twin of :meth:`compact_now`."""
         await self.aready()
+        ctx, start, refused = self._on_demand_start(messages, focus, ctx)
+        if refused is not None:
+            return refused
+        done = await self.acompaction(
+            messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
+        )
+        return replace(self._on_demand(messages, done, write_stop, ctx), events=ctx.since(start))
+
+    def _on_demand_start(
+        self, messages: Sequence[BaseMessage], focus: str | None, ctx: TurnContext | None
+    ) -> tuple[TurnContext, int, Turn | None]:
+        """What :meth:`compact_now` and :meth:`acompact_now` do before the compaction: the
+        turn's context narrowed to the learned window, where its events start, and the
+        finished refusal when :meth:`on_demand_refusal` refuses (``None`` to go on)."""
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
         ctx = self._learning(ctx, messages)
         refusal = self.on_demand_refusal(messages, ctx)
         if refusal:
-            before = list(messages)
             emit({"event": "compaction_refused", "reason": refusal}, ctx.events)
-            turn = Turn("continue", "nothing_to_compact", before, reason=refusal)
-        else:
-            emit({"event": "compaction_on_demand", "focus": focus}, ctx.events)
-            done = await self.acompaction(
-                messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
-            )
-            turn = self._on_demand(messages, done, write_stop, ctx)
-        return replace(turn, events=ctx.since(start))
+            turn = Turn("continue", "nothing_to_compact", list(messages), reason=refusal)
+            return ctx, start, replace(turn, events=ctx.since(start))
+        emit({"event": "compaction_on_demand", "focus": focus}, ctx.events)
+        return ctx, start, None
 
     def _on_demand(
         self, messages: Sequence[BaseMessage], done: Turn, write_stop: bool, ctx: TurnContext
