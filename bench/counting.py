@@ -13,6 +13,9 @@
   articles and on the English transcripts.
 * ``microcompaction``: tokens freed per transcript by ``clear_tool_results`` with default
   settings (keep 3, min_chars 100), measured with ``TiktokenCounter`` before and after.
+* ``estimate``: per content class of ``tests/unit/_content.py``, the estimate over o200k and
+  its cost in microseconds per 1,000 characters (``_estimate.estimate``, its word cache
+  cleared before each text: every text is new, as an uncounted message is).
 
 Run: ``python -m bench.counting`` (prints the JSON). Needs ``../shared`` beside the checkout
 (``LC_TRAJECTORY_DIR`` / ``LC_SEEDS_DIR`` override) and tiktoken's files (provisioned from
@@ -231,6 +234,40 @@ def microcompaction(transcripts: dict[str, list[BaseMessage]]) -> dict[str, Any]
     }
 
 
+# --- (d) the estimate by content class --------------------------------------------------
+
+
+def estimate_by_class() -> dict[str, Any]:
+    import sys
+    from pathlib import Path
+
+    from langchain_compact import _estimate
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+    from _content import GENERATORS, sample
+
+    enc = tiktoken.get_encoding("o200k_base")
+    rows = {}
+    for kind in sorted(GENERATORS):
+        texts = [sample(kind, seed, 8_000) for seed in range(5)]
+        ratios = [_estimate.estimate(t) / len(enc.encode_ordinary(t)) for t in texts]
+        times = []
+        for _ in range(3):
+            for text in texts:
+                cache_clear = getattr(_estimate, "_script_word", None)
+                if cache_clear is not None:
+                    cache_clear.cache_clear()
+                start = time.perf_counter()
+                _estimate.estimate(text)
+                times.append(time.perf_counter() - start)
+        rows[kind] = {
+            "estimate_over_o200k_min": min(ratios),
+            "estimate_over_o200k_max": max(ratios),
+            "us_per_1k_chars": statistics.median(times) / 8 * 1e6,
+        }
+    return rows
+
+
 def run() -> dict[str, Any]:
     """Run all three sections; returns a JSON-able dict (see the module docstring)."""
     provision_tiktoken_cache()
@@ -240,6 +277,7 @@ def run() -> dict[str, Any]:
         "per_turn": per_turn(transcripts),
         "counting_error": counting_error(transcripts),
         "microcompaction": microcompaction(transcripts),
+        "estimate": estimate_by_class(),
     }
     result["seconds"] = time.perf_counter() - start
     return result
