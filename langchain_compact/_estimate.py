@@ -61,6 +61,7 @@ _JOINED_UNDERSCORE_RE = re.compile(r"(?<!_)_(?=[A-Za-z])")
 #: Symbols: neither word characters, nor whitespace, nor control characters.
 _CONTROL = "\x00-\x08\x0e-\x1b\x7f-\x9f"
 _SYMBOLS_RE = re.compile(rf"[^\w\s{_CONTROL}]+")
+_SPACED_SYMBOLS_RE = re.compile(rf" ?[^\w\s{_CONTROL}]+")
 #: One symbol after a word character, a line break or nothing, before a letter: it joins
 #: the word (o200k: ``/usr``, ``(bar``, ``.txt``), mostly (``/``, ``target``): 3/4 of a token.
 _JOINED_SYMBOL_RE = re.compile(rf"(?<![^\w\n])[^\w\s{_CONTROL}](?=[A-Za-z])")
@@ -74,6 +75,7 @@ _CONTROL_RE = re.compile(f"[{_CONTROL}]")
 _CONTROL_TOKENS = 2
 #: Whitespace that costs a token: anything but a single space.
 _WHITESPACE_RE = re.compile(r"\s{2,}|[^\S ]")
+_SPACE_CHARS = frozenset(" \t\n\r\u00a0")
 _WHITESPACE_SEGMENT_RE = re.compile(r"(?:\r\n)+| +|\n+|\t+|\u00a0+|\s")
 #: Characters per extra token in a long stretch of one whitespace character.
 _STRETCH = {" ": 100, "\n": 15, "\t": 15}
@@ -116,9 +118,9 @@ def _script_marks() -> str:
 
 
 #: A word of another script (Cyrillic, Greek, Arabic, Hebrew, Devanagari, Thai, accented
-#: Latin, ...): letters and its marks, at least one of them neither ASCII nor CJK nor beyond
-#: the BMP, with the space before it (o200k's words carry it).
-_SCRIPT_CHAR = rf"[^\W\d_\x00-\x7f{_CJK_CLASS}\U00010000-\U0010ffff]|[{_script_marks()}]"
+#: Latin, ...): letters and its marks, at least one of them neither ASCII nor CJK, with the
+#: space before it (o200k's words carry it).
+_SCRIPT_CHAR = rf"[^\W\d_\x00-\x7f{_CJK_CLASS}]|[{_script_marks()}]"
 _SCRIPT_WORD_RE = re.compile(
     rf" ?(?:[A-Za-z]|{_SCRIPT_CHAR})*(?:{_SCRIPT_CHAR})(?:[A-Za-z]|{_SCRIPT_CHAR})*"
 )
@@ -129,17 +131,22 @@ _SCRIPT_VOCAB_FILE = Path(__file__).with_name("_script_vocab.zlib")
 _ASTRAL_RE = re.compile("[\U00010000-\U0010ffff\u2600-\u27bf\u2b00-\u2bff]")
 _MARKS_RE = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 _MARK_TOKENS = 2.1
+#: Runs of non-ASCII symbols by :func:`_symbol_run` land 0.99 to 1.02 of o200k on random
+#: runs of each block (box drawing, arrows, math operators, private use, Braille): 4% more.
+_SYMBOL_SLACK = 1.04
 _ASTRAL_TOKENS = 2
 
 _SINGLE = frozenset(SINGLE)
 _PAIRS = frozenset(PAIRS[i : i + 2] for i in range(0, len(PAIRS), 2))
 _TRIPLES = frozenset(TRIPLES[i : i + 3] for i in range(0, len(TRIPLES), 3))
 
-#: Sampling reads 8,192 characters of a long text, off by under 3% from reading it whole
-#: on the transcripts' long results and on logs: ~0.5 ms a text instead of ~3 ms for
-#: 50,000 characters (each regex pass of the estimate holds the interpreter).
+#: Sampling reads 32 slices of 512 characters of a long text (16,384 in all, as much as a
+#: text read whole): on texts of 20,000 to 60,000 characters of every class in
+#: tests/unit/_content.py it lands 0.9% to 12% over o200k (16 slices landed 1.4% under on
+#: text that mixes languages, emoji and code, and on whitespace-heavy output), ~1 ms a text
+#: whatever its size (each regex pass of the estimate holds the interpreter).
 SAMPLED_ABOVE = 16_384
-_SAMPLES = 16
+_SAMPLES = 32
 _SAMPLE_CHARS = 512
 
 
@@ -157,7 +164,8 @@ def estimate(text: str) -> int:
 
 def pieces(text: str) -> int:
     """Tokens of ``text`` by its pieces; linear, mostly in C regex passes."""
-    n = 0.0
+    # a single space at the end joins no word: o200k makes it a token
+    n = 1.0 if text[-1:] == " " and text[-2:-1] not in _SPACE_CHARS else 0.0
     if not text.isascii() and _SCRIPT_WORD_RE.search(text):
         n += _SCRIPT_SLACK * sum(_script_word(word) for word in _SCRIPT_WORD_RE.findall(text))
         text = _SCRIPT_WORD_RE.sub("", text)
@@ -184,13 +192,11 @@ def pieces(text: str) -> int:
         n += len(run) / 4 + 1
     astral = len(_ASTRAL_RE.findall(text))
     marks = len(_MARKS_RE.findall(text))
-    for run in _SYMBOLS_RE.findall(text):
+    for run in _SPACED_SYMBOLS_RE.findall(text):
         if run.isascii():
-            n += _symbols(run)
+            n += _symbols(run.lstrip(" "))
             continue
-        ascii_part = sum(1 for ch in run if ch < "\x80")
-        n += (ascii_part + 1) // 2
-        n += len(run) - ascii_part  # a non-ASCII symbol costs 1 here
+        n += _SYMBOL_SLACK * _symbol_run(run)  # with the space before it: o200k may split
     # emoji, joiners and marks, counted as symbols above, at their own cost
     n += (_ASTRAL_TOKENS - 1) * astral + (_MARK_TOKENS - 1) * marks
     return max(1, round(n))
@@ -289,16 +295,26 @@ def _cjk(run: str) -> int:
 
 @functools.lru_cache(maxsize=1)
 def _script_vocab() -> tuple[frozenset[str], dict[str, int]]:
-    """o200k's one-token strings of other scripts (``bench/script_vocab.py``) and, by their
-    first two characters, the longest of them."""
+    vocab, longest, _ = _script_data()
+    return vocab, longest
+
+
+@functools.lru_cache(maxsize=1)
+def _script_data() -> tuple[frozenset[str], dict[str, int], frozenset[int]]:
+    """o200k's one-token strings of other scripts and of whitespace (``bench/script_vocab.py``)
+    and, by their first three characters, the longest of them (a string of three characters
+    or more that starts no longer one: two); then the blocks of 64 code points where o200k
+    splits a character it has no token for in three."""
     strings = zlib.decompress(_SCRIPT_VOCAB_FILE.read_bytes()).decode("utf-8").split("\0")
+    blocks = frozenset(ord(ch) - 0x1000 for ch in strings.pop()[1:])
     longest: dict[str, int] = {}
     for s in strings:
-        if len(s) > longest.get(s[:2], 1):
-            longest[s[:2]] = len(s)
-    return frozenset(strings), longest
+        if len(s) > longest.get(s[:3], 2):
+            longest[s[:3]] = len(s)
+    return frozenset(strings), longest, blocks
 
 
+@functools.lru_cache(maxsize=4_096)
 def _greedy_whitespace(run: str) -> int:
     """Tokens of a mixed run of whitespace: o200k's pre-tokenizer cuts it after its last
     line break; in each piece the longest of o200k's whitespace strings at each step."""
@@ -332,13 +348,14 @@ def _script_word(word: str) -> int:
     """Tokens of a word of another script (with the space before it): the longest of o200k's
     strings at each step (a word o200k has whole is one), a run of ASCII letters one, a
     character outside them two (o200k splits its bytes in two; a space before it joins
-    them)."""
-    vocab, longest = _script_vocab()
+    them), three in the blocks where o200k merges none of its bytes (Yi, Cherokee,
+    Mongolian), four beyond the BMP."""
+    vocab, longest, blocks = _script_data()
     if word in vocab:
         return 1
     n, i, end = 0, 0, len(word)
     while i < end:
-        size = min(longest.get(word[i : i + 2], 1), end - i)
+        size = min(longest.get(word[i : i + 3], 2), end - i)
         while size > 1 and word[i : i + size] not in vocab:
             size -= 1
         ch = word[i]
@@ -351,8 +368,41 @@ def _script_word(word: str) -> int:
                 while j < end and "A" <= word[j] <= "z":
                     j += 1
                 size = j - i
-            else:
-                n += 1  # a character o200k has no token for: two tokens of its bytes
+            else:  # a character o200k has no token for: its bytes, the first two merged
+                code = ord(ch)
+                n += 3 if code > 0xFFFF else 2 if (code >> 6) in blocks else 1
         i += size
         n += 1
+    return n
+
+
+@functools.lru_cache(maxsize=4_096)
+def _symbol(ch: str) -> int:
+    """Tokens of a non-ASCII character outside words: one where o200k has a token for it
+    (CJK punctuation, common arrows; emoji and marks are priced on top of this, see
+    :func:`pieces`), else its bytes with the first two merged (two; three in the blocks
+    where o200k merges none: private use, Braille, CJK radicals)."""
+    if ch in _script_data()[0] or _ASTRAL_RE.match(ch) or _MARKS_RE.match(ch):
+        return 1
+    code = ord(ch)
+    return 2 if code < 0x800 or (code >> 6) not in _script_data()[2] else 3
+
+
+@functools.lru_cache(maxsize=4_096)
+def _symbol_run(run: str) -> int:
+    """Tokens of a run of symbols holding a non-ASCII one: the longest of o200k's strings of
+    symbols at each step (``────────`` is a token or two, not eight), a character outside
+    them by :func:`_symbol` (an ASCII one: one)."""
+    vocab, longest, _ = _script_data()
+    n, i, end = 0, 0, len(run)
+    if run[0] == " " and end > 1 and run[:2] not in vocab and _symbol(run[1]) != 1:
+        i = 1  # the space joins the first byte of a character o200k splits
+    if run[0] == " " and end > 1 and (_ASTRAL_RE.match(run[1]) or _MARKS_RE.match(run[1])):
+        i = 1  # emoji and marks are priced on their own (see :func:`pieces`)
+    while i < end:
+        size = min(longest.get(run[i : i + 3], 2), end - i)
+        while size > 1 and run[i : i + size] not in vocab:
+            size -= 1
+        n += 1 if size > 1 or run[i] < "\x80" else _symbol(run[i])
+        i += size
     return n

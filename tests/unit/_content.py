@@ -262,6 +262,44 @@ def whitespace_runs(rnd: random.Random, chars: int) -> str:
     return "".join(out)[:chars]
 
 
+_TREE = ["├── ", "│   ", "└── ", "    "]
+_SYMBOLS = "→←↑↓⇒≤≥≠≈∑∏√∞∈∉∩∪⊂⊃±×÷°•·…–—‘’“”«»‹›€£¥₹§¶©®™✓✗★☆■□▪▫●○◆◇▲△▼▽"
+
+
+def symbols(rnd: random.Random, chars: int) -> str:
+    """Terminal and document output with non-ASCII symbols: a ``tree`` listing (box
+    drawing), arrows, math, quotes, currency, check marks, bullets."""
+    lines: list[str] = []
+    size = 0
+    while size < chars:
+        if rnd.random() < 0.5:
+            depth = rnd.randint(0, 3)
+            line = "".join(rnd.choice(_TREE[:2]) for _ in range(depth)) + rnd.choice(_TREE[::2])
+            line += rnd.choice(_IDENTS) + rnd.choice([".py", ".md", "/", ".json"])
+        else:
+            words = [rnd.choice(_EN_WORDS) for _ in range(rnd.randint(2, 6))]
+            marks = [rnd.choice(_SYMBOLS) for _ in range(rnd.randint(1, 4))]
+            line = " ".join(rnd.sample(words + marks, len(words) + len(marks)))
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines)[:chars]
+
+
+def symbol_blocks(rnd: random.Random, chars: int) -> str:
+    """Random characters of the BMP's symbol blocks o200k has few tokens for (box drawing,
+    arrows, math operators, geometric shapes, Braille, private use), in short runs."""
+    blocks = [(0x2500, 0x257F), (0x2190, 0x21FF), (0x2200, 0x22FF), (0x25A0, 0x25FF),
+              (0x2800, 0x28FF), (0xE000, 0xF8FF), (0x2010, 0x205E), (0x20A0, 0x20C0)]  # fmt: skip
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        low, high = rnd.choice(blocks)
+        piece = "".join(chr(rnd.randint(low, high)) for _ in range(rnd.randint(1, 12)))
+        out.append(piece + rnd.choice(" \n"))
+        size += len(out[-1])
+    return "".join(out)[:chars]
+
+
 GENERATORS: dict[str, Callable[[random.Random, int], str]] = {
     "chinese": chinese,
     "japanese": japanese,
@@ -278,6 +316,8 @@ GENERATORS: dict[str, Callable[[random.Random, int], str]] = {
     "nbsp_table": nbsp_table,
     "whitespace": whitespace,
     "whitespace_runs": whitespace_runs,
+    "symbols": symbols,
+    "symbol_blocks": symbol_blocks,
 }
 
 

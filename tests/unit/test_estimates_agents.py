@@ -31,7 +31,9 @@ from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_compact import CompactionConfig
 
 #: The classes the issue names, then the scripts the estimate used to count 2.5x low
-#: (random letters) or up to 2.9x high (prose: Hindi's vowel signs split every word).
+#: (random letters) or up to 2.9x high (prose: Hindi's vowel signs split every word),
+#: terminal captures (mixed whitespace runs), non-ASCII symbols (a ``tree`` listing) and
+#: every class glued together.
 CLASSES = (
     "chinese",
     "japanese",
@@ -53,6 +55,7 @@ CLASSES = (
     "cyrillic_random",
     "greek_random",
     "arabic_random",
+    "symbols",
     "mixed",
 )
 WINDOWS = (8_000, 16_000, 128_000)
