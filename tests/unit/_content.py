@@ -267,12 +267,17 @@ _SYMBOLS = "→←↑↓⇒≤≥≠≈∑∏√∞∈∉∩∪⊂⊃±×÷°•
 
 
 def symbols(rnd: random.Random, chars: int) -> str:
-    """Terminal and document output with non-ASCII symbols: a ``tree`` listing (box
-    drawing), arrows, math, quotes, currency, check marks, bullets."""
+    """Terminal and document output with non-ASCII symbols: a ``tree`` listing and a table
+    (box drawing), arrows, math, quotes, currency, check marks, bullets."""
     lines: list[str] = []
     size = 0
     while size < chars:
-        if rnd.random() < 0.5:
+        pick = rnd.random()
+        if pick < 0.2:  # a table's rule and a row between bars, as rich and psql draw them
+            widths = [rnd.randint(6, 30) for _ in range(rnd.randint(2, 5))]
+            line = "┼".join("─" * w for w in widths) + "\n"
+            line += "│".join(rnd.choice(_IDENTS).ljust(w)[:w] for w in widths)
+        elif pick < 0.6:
             depth = rnd.randint(0, 3)
             line = "".join(rnd.choice(_TREE[:2]) for _ in range(depth)) + rnd.choice(_TREE[::2])
             line += rnd.choice(_IDENTS) + rnd.choice([".py", ".md", "/", ".json"])
