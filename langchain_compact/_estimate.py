@@ -402,6 +402,14 @@ def _symbol_run(run: str) -> int:
     them by :func:`_symbol` (an ASCII one: one)."""
     vocab, longest, _ = _script_data()
     n, i, end = 0, 0, len(run)
+    spaced = run[0] == " " and end > 1
+    body = run[1:] if spaced else run
+    if _symbol_starts().isdisjoint(body):  # no string of symbols starts here: one by one
+        n = sum(1 if ch < "\x80" else _symbol(ch) for ch in body)
+        first = body[0]
+        if spaced and run[:2] not in vocab and _symbol(first) == 1:
+            n += 0 if _ASTRAL_RE.match(first) or _MARKS_RE.match(first) else 1
+        return n
     if run[0] == " " and end > 1 and run[:2] not in vocab and _symbol(run[1]) != 1:
         i = 1  # the space joins the first byte of a character o200k splits
     if run[0] == " " and end > 1 and (_ASTRAL_RE.match(run[1]) or _MARKS_RE.match(run[1])):
@@ -413,3 +421,13 @@ def _symbol_run(run: str) -> int:
         n += 1 if size > 1 or run[i] < "\x80" else _symbol(run[i])
         i += size
     return n
+
+
+@functools.lru_cache(maxsize=1)
+def _symbol_starts() -> frozenset[str]:
+    """The characters that begin one of o200k's strings of two symbols or more (a space
+    among them: `` →``)."""
+    vocab = _script_data()[0]
+    return frozenset(
+        s[0] for s in vocab if len(s) > 1 and not s.isspace() and not any(c.isalpha() for c in s)
+    )
