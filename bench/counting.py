@@ -13,6 +13,9 @@
   articles and on the English transcripts.
 * ``microcompaction``: tokens freed per transcript by ``clear_tool_results`` with default
   settings (keep 3, min_chars 100), measured with ``TiktokenCounter`` before and after.
+* ``estimate``: per content class of ``tests/unit/_content.py``, the estimate over o200k and
+  its cost in microseconds per 1,000 characters (``_estimate.estimate``, its word cache
+  cleared before each text: every text is new, as an uncounted message is).
 
 Run: ``python -m bench.counting`` (prints the JSON). Needs ``../shared`` beside the checkout
 (``LC_TRAJECTORY_DIR`` / ``LC_SEEDS_DIR`` override) and tiktoken's files (provisioned from
@@ -231,6 +234,60 @@ def microcompaction(transcripts: dict[str, list[BaseMessage]]) -> dict[str, Any]
     }
 
 
+# --- (d) the estimate by content class --------------------------------------------------
+
+
+def _clear_estimate_caches(module: Any) -> None:
+    for name in ("_script_word", "_greedy_whitespace", "_symbol_run", "_symbol"):
+        cached = getattr(module, name, None)
+        if cached is not None and hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+
+
+def _estimate_row(module: Any, texts: list[str], enc: tiktoken.Encoding) -> dict[str, Any]:
+    texts = [t for t in texts if t]
+    true = [len(enc.encode_ordinary(t)) for t in texts]
+    ratios = [module.estimate(t) / max(1, n) for t, n in zip(texts, true, strict=True)]
+    chars = sum(len(t) for t in texts)
+    times = []
+    for _ in range(3):
+        _clear_estimate_caches(module)
+        start = time.perf_counter()
+        for text in texts:
+            module.estimate(text)
+        times.append(time.perf_counter() - start)
+    return {
+        "estimate_over_o200k_min": min(ratios),
+        "estimate_over_o200k_max": max(ratios),
+        "estimate_over_o200k_total": sum(module.estimate(t) for t in texts) / sum(true),
+        "us_per_1k_chars": min(times) / chars * 1e9,
+    }
+
+
+def estimate_by_class(transcripts: dict[str, list[BaseMessage]] | None = None) -> dict[str, Any]:
+    """Per content class (five texts of 8,000 characters each) and over every text of the
+    transcripts: the estimate over o200k and its cost, its caches cleared first (every text
+    new, as an uncounted message is; the fastest of three passes)."""
+    import sys
+    from pathlib import Path
+
+    from langchain_compact import _estimate
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+    from _content import GENERATORS, sample
+
+    enc = tiktoken.get_encoding("o200k_base")
+    _estimate.estimate("warm: слово ─ \u2028 \t\n ")  # the tables load once per process
+    rows = {
+        kind: _estimate_row(_estimate, [sample(kind, seed, 8_000) for seed in range(5)], enc)
+        for kind in sorted(GENERATORS)
+    }
+    if transcripts:
+        texts = [t for msgs in transcripts.values() for m in msgs for t in _texts(m)]
+        rows["transcripts"] = _estimate_row(_estimate, texts, enc)
+    return rows
+
+
 def run() -> dict[str, Any]:
     """Run all three sections; returns a JSON-able dict (see the module docstring)."""
     provision_tiktoken_cache()
@@ -240,6 +297,7 @@ def run() -> dict[str, Any]:
         "per_turn": per_turn(transcripts),
         "counting_error": counting_error(transcripts),
         "microcompaction": microcompaction(transcripts),
+        "estimate": estimate_by_class(transcripts),
     }
     result["seconds"] = time.perf_counter() - start
     return result

@@ -12,10 +12,12 @@ an error, a reduction a little early only a cost. The classes:
   token per 2 (one repeated symbol a token per 16), a single symbol after a letter and before
   one mostly joins the word (``/usr``, ``(bar``, ``.txt``), a line break after a symbol joins
   it (``,\\n``). These pieces are counted 3% high (rare words that o200k splits).
-* **Whitespace**: a single space joins the word after it; any other run costs a token per
-  stretch of one character, long stretches one per 100 spaces, 15 newlines or tabs, 4
-  ``\\r\\n`` pairs, non-breaking spaces one per 5 and one more; a run repeating a unit of
-  up to 4 characters at most a token per unit.
+* **Whitespace**: a single space joins the word after it; a run of one or two kinds costs a
+  token per stretch of one character, long stretches one per 100 spaces, 15 newlines or
+  tabs, 4 ``\\r\\n`` pairs, non-breaking spaces one per 5 and one more; a run repeating a
+  unit of up to 4 characters at most a token per unit; a run mixing three kinds or more
+  (a terminal capture) the longest match over o200k's 434 whitespace strings, cut after
+  its last line break as o200k's pre-tokenizer cuts it, 4% more.
 * **CJK, kana and hangul**: the longest match of up to three characters among the strings
   o200k encodes as one token (:mod:`langchain_compact._cjk_vocab`), a character outside them
   at its UTF-8 length less one, 5% more (the greedy match finds a few merges fewer or more
@@ -23,18 +25,33 @@ an error, a reduction a little early only a cost. The classes:
 * **base64**: a run of 20 or more base64 characters mixing cases and digits costs 0.71 a
   character (o200k: 0.66 to 0.70); a hex-like id (8 or more letters and digits, 3 or more of
   them digits) 1 and 0.6 a character.
-* **Other scripts' letters**: a token per 4 plus one a word (prose; random letters of these
-  scripts run up to 2.5x over it, which the confirmation by tiktoken near the fit limit
-  covers).
-* **Emoji, other characters beyond the BMP and BMP pictographs**: 2 each; joiners and
+* **Words of other scripts** (Cyrillic, Greek, Arabic, Hebrew, Devanagari, Thai, accented
+  Latin, ...; letters with their script's combining marks and the space before them): the
+  longest match among the 57,000 strings of these scripts o200k encodes as one token
+  (``_script_vocab.zlib``, read the first time such a word is seen; a word o200k has whole
+  is one token), a character outside them at its bytes, the first two merged (2; 3 in the
+  blocks where o200k merges none: Yi, Cherokee; 4 beyond the BMP), 4% more. Prose and
+  random letters alike land
+  at 1.02 to 1.09 of o200k (a token per 4 letters ran 2.5x low on random Cyrillic and 2.8x
+  high on Hindi, whose vowel signs split every word).
+* **Emoji, other symbols beyond the BMP and BMP pictographs**: 2 each; joiners and
   variation selectors 1. **Combining marks**: 2.1 each. **Control characters**: 2 each
   (o200k splits the ``[`` and the digits after an escape).
-* **Other non-ASCII symbols** (CJK punctuation, arrows, box drawing): 1 each.
+* **Other non-ASCII symbols** (CJK punctuation, arrows, box drawing, math, private use):
+  the longest match among o200k's strings of symbols (a rule of ``─`` is a token or two), a
+  symbol outside them at its bytes, the first two merged (2; 3 in the blocks where o200k
+  merges none), a space before a run it cannot merge with 1; 4% more.
+
+A text over :data:`SAMPLED_ABOVE` characters is estimated from 32 slices of 512 characters.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
+import zlib
+from pathlib import Path
 
 from langchain_compact._cjk_vocab import PAIRS, SINGLE, TRIPLES
 
@@ -51,6 +68,7 @@ _JOINED_UNDERSCORE_RE = re.compile(r"(?<!_)_(?=[A-Za-z])")
 #: Symbols: neither word characters, nor whitespace, nor control characters.
 _CONTROL = "\x00-\x08\x0e-\x1b\x7f-\x9f"
 _SYMBOLS_RE = re.compile(rf"[^\w\s{_CONTROL}]+")
+_SPACED_SYMBOLS_RE = re.compile(rf" ?[^\w\s{_CONTROL}]+")
 #: One symbol after a word character, a line break or nothing, before a letter: it joins
 #: the word (o200k: ``/usr``, ``(bar``, ``.txt``), mostly (``/``, ``target``): 3/4 of a token.
 _JOINED_SYMBOL_RE = re.compile(rf"(?<![^\w\n])[^\w\s{_CONTROL}](?=[A-Za-z])")
@@ -64,9 +82,12 @@ _CONTROL_RE = re.compile(f"[{_CONTROL}]")
 _CONTROL_TOKENS = 2
 #: Whitespace that costs a token: anything but a single space.
 _WHITESPACE_RE = re.compile(r"\s{2,}|[^\S ]")
+_SPACE_CHARS = frozenset(" \t\n\r\u00a0")
 _WHITESPACE_SEGMENT_RE = re.compile(r"(?:\r\n)+| +|\n+|\t+|\u00a0+|\s")
 #: Characters per extra token in a long stretch of one whitespace character.
 _STRETCH = {" ": 100, "\n": 15, "\t": 15}
+#: The greedy match over o200k's whitespace strings finds a few tokens fewer than o200k.
+_WHITESPACE_SLACK = 1.04
 _LONG_RUN_RE = re.compile(r"[A-Za-z0-9+/]{8,}={0,2}")
 _B64_TOKENS_PER_CHAR = 0.71
 _HEX_TOKENS_PER_CHAR = 0.6
@@ -76,22 +97,63 @@ _CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
 #: The greedy match of o200k's strings finds a few merges fewer than o200k does, or more:
 #: on generated and real prose it lands within 3% of o200k; 4% more keeps it above.
 _CJK_SLACK = 1.05
-#: Letters of other scripts (not ASCII, not CJK): a token per 4 plus one a word.
+#: Letters of other scripts (not ASCII, not CJK) that no script word below took (astral
+#: letters): a token per 4 plus one a word.
 _OTHER_LETTERS_RE = re.compile(rf"[^\W\d_A-Za-z{_CJK_CLASS}]+")
+#: The combining marks priced one by one (``_MARKS_RE``: accents stacked on Latin letters).
+_LOOSE_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+
+
+def _script_marks() -> str:
+    """A character class of the BMP's combining marks that belong to a script's words
+    (Devanagari vowel signs, Thai tone marks, Arabic harakat, Hebrew points): o200k's
+    pre-tokenizer keeps them in the word (``\\p{M}``), Python's ``\\w`` does not."""
+    loose = re.compile(f"[{_LOOSE_MARKS}]")
+    codes = [
+        c
+        for block in (range(0x0300, 0x2000), range(0xA640, 0xAC00), range(0xFB1E, 0xFB1F))
+        for c in block
+        if unicodedata.category(chr(c))[0] == "M" and not loose.match(chr(c))
+    ]
+    ranges: list[list[int]] = []
+    for c in codes:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+
+
+#: A word of another script (Cyrillic, Greek, Arabic, Hebrew, Devanagari, Thai, accented
+#: Latin, ...): letters and its marks, at least one of them neither ASCII nor CJK, with the
+#: space before it (o200k's words carry it).
+_SCRIPT_CHAR = rf"[^\W\d_\x00-\x7f{_CJK_CLASS}]|[{_script_marks()}]"
+_SCRIPT_WORD_RE = re.compile(
+    rf" ?(?:[A-Za-z]|{_SCRIPT_CHAR})*(?:{_SCRIPT_CHAR})(?:[A-Za-z]|{_SCRIPT_CHAR})*"
+)
+#: The greedy longest match finds 0.97 to 1.01 of o200k's tokens on these words (generated
+#: prose and random letters of every script in tests/unit/_content.py).
+_SCRIPT_SLACK = 1.04
+_SCRIPT_VOCAB_FILE = Path(__file__).with_name("_script_vocab.zlib")
 _ASTRAL_RE = re.compile("[\U00010000-\U0010ffff\u2600-\u27bf\u2b00-\u2bff]")
 _MARKS_RE = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 _MARK_TOKENS = 2.1
+#: Runs of non-ASCII symbols by :func:`_symbol_run` land 0.99 to 1.02 of o200k on random
+#: runs of each block (box drawing, arrows, math operators, private use, Braille): 4% more.
+_SYMBOL_SLACK = 1.04
 _ASTRAL_TOKENS = 2
 
 _SINGLE = frozenset(SINGLE)
 _PAIRS = frozenset(PAIRS[i : i + 2] for i in range(0, len(PAIRS), 2))
 _TRIPLES = frozenset(TRIPLES[i : i + 3] for i in range(0, len(TRIPLES), 3))
 
-#: Sampling reads 8,192 characters of a long text, off by under 3% from reading it whole
-#: on the transcripts' long results and on logs: ~0.5 ms a text instead of ~3 ms for
-#: 50,000 characters (each regex pass of the estimate holds the interpreter).
+#: Sampling reads 32 slices of 512 characters of a long text (16,384 in all, as much as a
+#: text read whole): on texts of 20,000 to 60,000 characters of every class in
+#: tests/unit/_content.py it lands 0.9% to 12% over o200k (16 slices landed 1.4% under on
+#: text that mixes languages, emoji and code, and on whitespace-heavy output), ~1 ms a text
+#: whatever its size (each regex pass of the estimate holds the interpreter).
 SAMPLED_ABOVE = 16_384
-_SAMPLES = 16
+_SAMPLES = 32
 _SAMPLE_CHARS = 512
 
 
@@ -109,7 +171,11 @@ def estimate(text: str) -> int:
 
 def pieces(text: str) -> int:
     """Tokens of ``text`` by its pieces; linear, mostly in C regex passes."""
-    n = 0.0
+    # a single space at the end joins no word: o200k makes it a token
+    n = 1.0 if text[-1:] == " " and text[-2:-1] not in _SPACE_CHARS else 0.0
+    if not text.isascii() and _SCRIPT_WORD_RE.search(text):
+        n += _SCRIPT_SLACK * sum(_script_word(word) for word in _SCRIPT_WORD_RE.findall(text))
+        text = _SCRIPT_WORD_RE.sub("", text)
     if len(text) >= 8 and _LONG_RUN_RE.search(text):
         runs: list[float] = []
         text = _LONG_RUN_RE.sub(lambda m: _long_run(m, runs), text)
@@ -133,13 +199,11 @@ def pieces(text: str) -> int:
         n += len(run) / 4 + 1
     astral = len(_ASTRAL_RE.findall(text))
     marks = len(_MARKS_RE.findall(text))
-    for run in _SYMBOLS_RE.findall(text):
+    for run in _SPACED_SYMBOLS_RE.findall(text):
         if run.isascii():
-            n += _symbols(run)
+            n += _symbols(run.lstrip(" "))
             continue
-        ascii_part = sum(1 for ch in run if ch < "\x80")
-        n += (ascii_part + 1) // 2
-        n += len(run) - ascii_part  # a non-ASCII symbol costs 1 here
+        n += _SYMBOL_SLACK * _symbol_run(run)  # with the space before it: o200k may split
     # emoji, joiners and marks, counted as symbols above, at their own cost
     n += (_ASTRAL_TOKENS - 1) * astral + (_MARK_TOKENS - 1) * marks
     return max(1, round(n))
@@ -199,6 +263,14 @@ def _whitespace(run: str) -> int:
         return 2 + (len(run) - 2) // 100  # a line break and its indentation
     if run.count(first) == len(run) and first in _STRETCH:
         return 1 + (len(run) - 1) // _STRETCH[first]
+    periodic = 0
+    if len(run) >= 8:
+        for unit in range(2, 5):
+            if run[unit:] == run[:-unit]:  # periodic: it repeats its first ``unit`` chars
+                periodic = 1 + len(run) // unit
+                break
+    if not periodic and len(run) > 3 and len(set(run)) > 2:  # a mixture of 3 kinds or more
+        return round(_WHITESPACE_SLACK * _greedy_whitespace(run) + 0.49)
     total = 0
     for segment in _WHITESPACE_SEGMENT_RE.findall(run):
         if segment[0] == "\u00a0":
@@ -207,11 +279,7 @@ def _whitespace(run: str) -> int:
             total += 1 + (len(segment) // 2 - 1) // 4
         else:
             total += 1 + (len(segment) - 1) // _STRETCH.get(segment[0], 1)
-    if len(run) >= 8:
-        for unit in range(2, 5):
-            if run[unit:] == run[:-unit]:  # periodic: it repeats its first ``unit`` chars
-                return min(total, 1 + len(run) // unit)
-    return total
+    return min(total, periodic) if periodic else total
 
 
 def _cjk(run: str) -> int:
@@ -230,3 +298,136 @@ def _cjk(run: str) -> int:
             i += 1
         n += 1
     return n
+
+
+@functools.lru_cache(maxsize=1)
+def _script_vocab() -> tuple[frozenset[str], dict[str, int]]:
+    vocab, longest, _ = _script_data()
+    return vocab, longest
+
+
+@functools.lru_cache(maxsize=1)
+def _script_data() -> tuple[frozenset[str], dict[str, int], frozenset[int]]:
+    """o200k's one-token strings of other scripts and of whitespace (``bench/script_vocab.py``)
+    and, by their first three characters, the longest of them (a string of three characters
+    or more that starts no longer one: two); then the blocks of 64 code points where o200k
+    splits a character it has no token for in three."""
+    strings = zlib.decompress(_SCRIPT_VOCAB_FILE.read_bytes()).decode("utf-8").split("\0")
+    blocks = frozenset(ord(ch) - 0x1000 for ch in strings.pop()[1:])
+    longest: dict[str, int] = {}
+    for s in strings:
+        if len(s) > longest.get(s[:3], 2):
+            longest[s[:3]] = len(s)
+    return frozenset(strings), longest, blocks
+
+
+@functools.lru_cache(maxsize=4_096)
+def _greedy_whitespace(run: str) -> int:
+    """Tokens of a mixed run of whitespace: o200k's pre-tokenizer cuts it after its last
+    line break; in each piece the longest of o200k's whitespace strings at each step."""
+    vocab, prefixes = _whitespace_vocab()
+    cut = max(run.rfind("\n"), run.rfind("\r")) + 1
+    n = 0
+    for piece in (run[:cut], run[cut:]):
+        i, end = 0, len(piece)
+        while i < end:
+            size, j = 1, i + 1
+            while j < end and piece[i : j + 1] in prefixes:
+                j += 1
+                if piece[i:j] in vocab:
+                    size = j - i
+            if size == 1 and piece[i] not in vocab:
+                n += len(piece[i].encode()) - 1
+            i += size
+            n += 1
+    return n
+
+
+@functools.lru_cache(maxsize=1)
+def _whitespace_vocab() -> tuple[frozenset[str], frozenset[str]]:
+    """o200k's whitespace strings and every prefix of them."""
+    vocab = frozenset(s for s in _script_vocab()[0] if s.isspace())
+    return vocab, frozenset(s[:k] for s in vocab for k in range(1, len(s) + 1))
+
+
+@functools.lru_cache(maxsize=8_192)
+def _script_word(word: str) -> int:
+    """Tokens of a word of another script (with the space before it): the longest of o200k's
+    strings at each step (a word o200k has whole is one), a run of ASCII letters one, a
+    character outside them two (o200k splits its bytes in two; a space before it joins
+    them), three in the blocks where o200k merges none of its bytes (Yi, Cherokee,
+    Mongolian), four beyond the BMP."""
+    vocab, longest, blocks = _script_data()
+    if word in vocab:
+        return 1
+    n, i, end = 0, 0, len(word)
+    while i < end:
+        size = min(longest.get(word[i : i + 3], 2), end - i)
+        while size > 1 and word[i : i + size] not in vocab:
+            size -= 1
+        ch = word[i]
+        if size == 1 and ch not in vocab:
+            if ch == " " and i + 1 < end and word[i + 1] not in vocab:
+                i += 1  # the space joins the first byte of the unknown character after it
+                continue
+            if ch < "\x80":  # a run of ASCII letters (or the space): a token
+                j = i + 1
+                while j < end and "A" <= word[j] <= "z":
+                    j += 1
+                size = j - i
+            else:  # a character o200k has no token for: its bytes, the first two merged
+                code = ord(ch)
+                n += 3 if code > 0xFFFF else 2 if (code >> 6) in blocks else 1
+        i += size
+        n += 1
+    return n
+
+
+@functools.lru_cache(maxsize=4_096)
+def _symbol(ch: str) -> int:
+    """Tokens of a non-ASCII character outside words: one where o200k has a token for it
+    (CJK punctuation, common arrows; emoji and marks are priced on top of this, see
+    :func:`pieces`), else its bytes with the first two merged (two; three in the blocks
+    where o200k merges none: private use, Braille, CJK radicals)."""
+    if ch in _script_data()[0] or _ASTRAL_RE.match(ch) or _MARKS_RE.match(ch):
+        return 1
+    code = ord(ch)
+    return 2 if code < 0x800 or (code >> 6) not in _script_data()[2] else 3
+
+
+@functools.lru_cache(maxsize=4_096)
+def _symbol_run(run: str) -> int:
+    """Tokens of a run of symbols holding a non-ASCII one: the longest of o200k's strings of
+    symbols at each step (``────────`` is a token or two, not eight), a character outside
+    them by :func:`_symbol` (an ASCII one: one)."""
+    vocab, longest, _ = _script_data()
+    n, i, end = 0, 0, len(run)
+    spaced = run[0] == " " and end > 1
+    body = run[1:] if spaced else run
+    if _symbol_starts().isdisjoint(body):  # no string of symbols starts here: one by one
+        n = sum(1 if ch < "\x80" else _symbol(ch) for ch in body)
+        first = body[0]
+        if spaced and run[:2] not in vocab and _symbol(first) == 1:
+            n += 0 if _ASTRAL_RE.match(first) or _MARKS_RE.match(first) else 1
+        return n
+    if run[0] == " " and end > 1 and run[:2] not in vocab and _symbol(run[1]) != 1:
+        i = 1  # the space joins the first byte of a character o200k splits
+    if run[0] == " " and end > 1 and (_ASTRAL_RE.match(run[1]) or _MARKS_RE.match(run[1])):
+        i = 1  # emoji and marks are priced on their own (see :func:`pieces`)
+    while i < end:
+        size = min(longest.get(run[i : i + 3], 2), end - i)
+        while size > 1 and run[i : i + size] not in vocab:
+            size -= 1
+        n += 1 if size > 1 or run[i] < "\x80" else _symbol(run[i])
+        i += size
+    return n
+
+
+@functools.lru_cache(maxsize=1)
+def _symbol_starts() -> frozenset[str]:
+    """The characters that begin one of o200k's strings of two symbols or more (a space
+    among them: `` →``)."""
+    vocab = _script_data()[0]
+    return frozenset(
+        s[0] for s in vocab if len(s) > 1 and not s.isspace() and not any(c.isalpha() for c in s)
+    )

@@ -248,6 +248,63 @@ def whitespace(rnd: random.Random, chars: int) -> str:
     return end.join(lines)[:chars]
 
 
+def whitespace_runs(rnd: random.Random, chars: int) -> str:
+    """A terminal screen as a capture tool returns it: short words between runs of mixed
+    whitespace (spaces, tabs, line breaks, carriage returns, non-breaking spaces), as cursor
+    movement and padding leave them."""
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        run = "".join(rnd.choice(" \t\n\r\u00a0  ") for _ in range(rnd.randint(2, 60)))
+        piece = run + (rnd.choice(_EN_WORDS) if rnd.random() < 0.5 else "")
+        out.append(piece)
+        size += len(piece)
+    return "".join(out)[:chars]
+
+
+_TREE = ["├── ", "│   ", "└── ", "    "]
+_SYMBOLS = "→←↑↓⇒≤≥≠≈∑∏√∞∈∉∩∪⊂⊃±×÷°•·…–—‘’“”«»‹›€£¥₹§¶©®™✓✗★☆■□▪▫●○◆◇▲△▼▽"
+
+
+def symbols(rnd: random.Random, chars: int) -> str:
+    """Terminal and document output with non-ASCII symbols: a ``tree`` listing and a table
+    (box drawing), arrows, math, quotes, currency, check marks, bullets."""
+    lines: list[str] = []
+    size = 0
+    while size < chars:
+        pick = rnd.random()
+        if pick < 0.2:  # a table's rule and a row between bars, as rich and psql draw them
+            widths = [rnd.randint(6, 30) for _ in range(rnd.randint(2, 5))]
+            line = "┼".join("─" * w for w in widths) + "\n"
+            line += "│".join(rnd.choice(_IDENTS).ljust(w)[:w] for w in widths)
+        elif pick < 0.6:
+            depth = rnd.randint(0, 3)
+            line = "".join(rnd.choice(_TREE[:2]) for _ in range(depth)) + rnd.choice(_TREE[::2])
+            line += rnd.choice(_IDENTS) + rnd.choice([".py", ".md", "/", ".json"])
+        else:
+            words = [rnd.choice(_EN_WORDS) for _ in range(rnd.randint(2, 6))]
+            marks = [rnd.choice(_SYMBOLS) for _ in range(rnd.randint(1, 4))]
+            line = " ".join(rnd.sample(words + marks, len(words) + len(marks)))
+        lines.append(line)
+        size += len(line) + 1
+    return "\n".join(lines)[:chars]
+
+
+def symbol_blocks(rnd: random.Random, chars: int) -> str:
+    """Random characters of the BMP's symbol blocks o200k has few tokens for (box drawing,
+    arrows, math operators, geometric shapes, Braille, private use), in short runs."""
+    blocks = [(0x2500, 0x257F), (0x2190, 0x21FF), (0x2200, 0x22FF), (0x25A0, 0x25FF),
+              (0x2800, 0x28FF), (0xE000, 0xF8FF), (0x2010, 0x205E), (0x20A0, 0x20C0)]  # fmt: skip
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        low, high = rnd.choice(blocks)
+        piece = "".join(chr(rnd.randint(low, high)) for _ in range(rnd.randint(1, 12)))
+        out.append(piece + rnd.choice(" \n"))
+        size += len(out[-1])
+    return "".join(out)[:chars]
+
+
 GENERATORS: dict[str, Callable[[random.Random, int], str]] = {
     "chinese": chinese,
     "japanese": japanese,
@@ -263,9 +320,112 @@ GENERATORS: dict[str, Callable[[random.Random, int], str]] = {
     "control": control,
     "nbsp_table": nbsp_table,
     "whitespace": whitespace,
+    "whitespace_runs": whitespace_runs,
+    "symbols": symbols,
+    "symbol_blocks": symbol_blocks,
 }
 
 
 def sample(kind: str, seed: int, chars: int) -> str:
     """``chars`` characters of content class ``kind``, the same for the same seed."""
     return GENERATORS[kind](random.Random(f"{kind}:{seed}"), chars)
+
+
+# ------------------------------------------------------------------ other scripts
+
+_RU_WORDS = _words(
+    "окно контекста конечно и каждый результат инструмента занимает место разговор растёт "
+    "поэтому старые результаты очищаются сначала архивируются а краткое содержание сохраняет "
+    "задачу её ограничения решения и следующие шаги пока новейший ход доходит до модели целиком "
+    "провайдер отказывает в запросе который не помещается это стоит неудачного вызова и времени "
+    "сервер база данных файл журнал ошибка пользователь запрос ответ проверка настройка Москва"
+)
+_EL_WORDS = _words(
+    "το παράθυρο περιβάλλοντος είναι πεπερασμένο και κάθε αποτέλεσμα εργαλείου πιάνει χώρο "
+    "καθώς η συζήτηση μεγαλώνει τα παλαιότερα αποτελέσματα καθαρίζονται αρχειοθετούνται πρώτα "
+    "και μια περίληψη κρατά την εργασία τους περιορισμούς τις αποφάσεις και τα επόμενα βήματα "
+    "ο πάροχος αρνείται ένα αίτημα που δεν χωράει διακομιστής αρχείο σφάλμα χρήστης Αθήνα"
+)
+_AR_WORDS = _words(
+    "نافذة السياق محدودة وكل نتيجة أداة تأخذ مساحة مع نمو المحادثة تمسح النتائج القديمة "
+    "بعد أرشفتها أولا ويحتفظ الملخص بالمهمة وقيودها وقراراتها والخطوات التالية بينما يصل "
+    "أحدث دور إلى النموذج كاملا يرفض المزود طلبا لا يتسع الخادم قاعدة البيانات الملف السجل "
+    "الخطأ المستخدم الطلب الاستجابة القاهرة"
+)
+_HE_WORDS = _words(
+    "חלון ההקשר סופי וכל תוצאה של כלי תופסת מקום ככל שהשיחה גדלה התוצאות הישנות נמחקות "
+    "אחרי שהן נשמרות בארכיון והסיכום שומר את המשימה את המגבלות את ההחלטות ואת הצעדים הבאים "
+    "הספק מסרב לבקשה שאינה נכנסת שרת מסד נתונים קובץ יומן שגיאה משתמש בקשה תשובה ירושלים"
+)
+_HI_WORDS = _words(
+    "संदर्भ विंडो सीमित है और हर टूल का परिणाम जगह लेता है जैसे जैसे बातचीत बढ़ती है पुराने "
+    "परिणाम पहले संग्रहीत किए जाते हैं फिर हटाए जाते हैं और सारांश कार्य उसकी सीमाएं निर्णय "
+    "और अगले कदम रखता है प्रदाता ऐसा अनुरोध अस्वीकार करता है जो फिट नहीं होता सर्वर फ़ाइल "
+    "त्रुटि उपयोगकर्ता अनुरोध उत्तर दिल्ली"
+)
+_TH_WORDS = _words(
+    "หน้าต่าง บริบท มี จำกัด และ ผลลัพธ์ ของ เครื่องมือ แต่ละ ครั้ง ใช้ พื้นที่ เมื่อ การสนทนา "
+    "ยาวขึ้น ผลลัพธ์ เก่า จะ ถูก เก็บ ไว้ ก่อน แล้ว ล้าง ออก สรุป เก็บ งาน ข้อจำกัด การตัดสินใจ "
+    "และ ขั้นตอน ถัดไป ผู้ให้บริการ ปฏิเสธ คำขอ ที่ ไม่ พอดี เซิร์ฟเวอร์ ไฟล์ ข้อผิดพลาด ผู้ใช้ กรุงเทพ"
+)
+
+#: Letters of each script, for random text: words of random letters, as a hostile page, a
+#: transliteration table or an encoded blob in that script would have.
+_ALPHABETS = {
+    "cyrillic": "".join(chr(c) for c in range(0x410, 0x450)) + "ёЁ",
+    "greek": "".join(chr(c) for c in range(0x391, 0x3CA) if c != 0x3A2),
+    "arabic": "".join(chr(c) for c in range(0x621, 0x64B)),
+    "hebrew": "".join(chr(c) for c in range(0x5D0, 0x5EB)),
+    "thai": "".join(chr(c) for c in range(0xE01, 0xE3B)),
+    "devanagari": "".join(chr(c) for c in range(0x905, 0x940)),
+}
+
+
+def _script_prose(words: list[str], sep: str, stops: str) -> Callable[[random.Random, int], str]:
+    def generate(rnd: random.Random, chars: int) -> str:
+        return _prose(rnd, words, chars, sep, stops)
+
+    return generate
+
+
+def _random_letters(alphabet: str) -> Callable[[random.Random, int], str]:
+    def generate(rnd: random.Random, chars: int) -> str:
+        out: list[str] = []
+        size = 0
+        while size < chars:
+            word = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 12)))
+            piece = word + rnd.choice("     ,.\n")
+            out.append(piece)
+            size += len(piece)
+        return "".join(out)[:chars]
+
+    return generate
+
+
+_MIXED_PARTS: list[Callable[[random.Random, int], str]] = []
+
+
+def mixed(rnd: random.Random, chars: int) -> str:
+    """Short runs of every class, one after another (a chat that switches languages, a log
+    that quotes users, a page with emoji and code)."""
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        piece = rnd.choice(_MIXED_PARTS)(rnd, rnd.randint(10, 200))
+        out.append(piece + rnd.choice([" ", "\n", ": ", ""]))
+        size += len(out[-1])
+    return "".join(out)[:chars]
+
+
+OTHER_SCRIPTS: dict[str, Callable[[random.Random, int], str]] = {
+    "russian": _script_prose(_RU_WORDS, " ", ". "),
+    "greek": _script_prose(_EL_WORDS, " ", ". "),
+    "arabic": _script_prose(_AR_WORDS, " ", ". "),
+    "hebrew": _script_prose(_HE_WORDS, " ", ". "),
+    "hindi": _script_prose(_HI_WORDS, " ", "। "),
+    "thai": _script_prose(_TH_WORDS, "", " "),
+    **{f"{name}_random": _random_letters(letters) for name, letters in _ALPHABETS.items()},
+}
+GENERATORS.update(OTHER_SCRIPTS)
+_MIXED_PARTS.extend(g for k, g in GENERATORS.items() if not k.startswith("whitespace"))
+GENERATORS["mixed"] = mixed

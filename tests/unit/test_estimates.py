@@ -47,6 +47,22 @@ UPPER = {
     "control": 1.12,
     "nbsp_table": 1.20,
     "whitespace": 1.15,
+    "whitespace_runs": 1.15,
+    "russian": 1.10,
+    "greek": 1.10,
+    "arabic": 1.10,
+    "hebrew": 1.10,
+    "hindi": 1.10,
+    "thai": 1.10,
+    "cyrillic_random": 1.10,
+    "greek_random": 1.10,
+    "arabic_random": 1.10,
+    "hebrew_random": 1.10,
+    "thai_random": 1.10,
+    "devanagari_random": 1.10,
+    "mixed": 1.10,
+    "symbols": 1.10,
+    "symbol_blocks": 1.10,
 }
 
 
