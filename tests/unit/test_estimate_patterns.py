@@ -56,3 +56,36 @@ def test_long_words_are_the_words_longer_than_twelve_letters() -> None:
     for text in _texts():
         words = _estimate._WORD_RE.findall(text)
         assert [w for w in words if len(w) > _estimate._LONG_WORD] == plain.findall(text)
+
+
+#: The ASCII passes' plain forms: what they match on an ASCII text.
+PLAIN_ASCII = {
+    "_ASCII_DIGITS_RE": r"\d{1,3}",
+    "_ASCII_SYMBOLS_RE": rf"{_SYMBOL}+",
+    "_ASCII_JOINED_SYMBOL_RE": rf"(?<![^\w\n]){_SYMBOL}(?=[A-Za-z])",
+}
+
+
+def test_the_ascii_symbol_set_is_the_symbol_class_on_ascii() -> None:
+    import re
+
+    symbol, ascii_symbol = re.compile(_SYMBOL), re.compile(_estimate._ASCII_SYMBOL)
+    for code in range(128):
+        assert bool(symbol.fullmatch(chr(code))) == bool(ascii_symbol.fullmatch(chr(code))), code
+
+
+@pytest.mark.parametrize("name", sorted(PLAIN_ASCII))
+def test_each_ascii_pattern_matches_what_its_plain_form_matches_on_ascii(name: str) -> None:
+    import re
+
+    fast, plain = getattr(_estimate, name), re.compile(PLAIN_ASCII[name])
+    rnd = random.Random(9)
+    printable = [chr(c) for c in range(128)]
+    texts = [t for t in _texts() if t.isascii()]
+    texts += [
+        "".join(rnd.choice(printable) for _ in range(rnd.randint(1, 80))) for _ in range(3000)
+    ]
+    for text in texts:
+        assert [m.span() for m in fast.finditer(text)] == [
+            m.span() for m in plain.finditer(text)
+        ], (name, text)
