@@ -68,7 +68,7 @@ from langchain_compact._prepare import (
     usable_prefix,
 )
 from langchain_compact._refed import without_refed
-from langchain_compact._scan import boundary_meta, history_facts
+from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
 from langchain_compact.budget import MIN_SUMMARY_TOKENS
 from langchain_compact.compaction import (
     CompactionResult,
@@ -1361,24 +1361,34 @@ class Compactor:
             InvalidHistoryError: a broken pairing with ``on_invalid_history="raise"``.
         """
         load_tokenizers(self.counter)  # the first turn waits for them (see :meth:`micro`)
-        with self._learning(messages), _recording() as events:
-            messages, refed = self._without_refed(messages)
+        facts = history_facts(messages)  # read once for the window and the re-fed check
+        with self._learned(messages, facts), _recording() as events:
+            messages, refed = self._without_refed(messages, facts)
             step, repair = drive(self.clear_steps(messages, thread_id))
         return self._cleared(step, events, repair, refed)
 
     async def aclear(self, messages: Sequence[BaseMessage], thread_id: str) -> Turn:
         """Async twin of :meth:`clear`."""
         await self.aready()
-        with self._learning(messages), _recording() as events:
-            messages, refed = self._without_refed(messages)
+        facts = history_facts(messages)
+        with self._learned(messages, facts), _recording() as events:
+            messages, refed = self._without_refed(messages, facts)
             step, repair = await adrive(self.clear_steps(messages, thread_id))
         return self._cleared(step, events, repair, refed)
 
+    def _learned(self, messages: Sequence[BaseMessage], facts: HistoryFacts | None) -> Any:
+        """:meth:`_learning` with the facts of ``messages`` already read."""
+        if facts is None:
+            return self._learning(messages)
+        return self.narrowed(facts.provider_window)
+
     @staticmethod
-    def _without_refed(messages: Sequence[BaseMessage]) -> tuple[Sequence[BaseMessage], bool]:
-        """``messages`` without those a summary already replaced, handed back in (a parent
-        graph re-feeding its own list; :func:`~langchain_compact._refed.without_refed`)."""
-        facts = history_facts(messages)
+    def _without_refed(
+        messages: Sequence[BaseMessage], facts: HistoryFacts | None
+    ) -> tuple[Sequence[BaseMessage], bool]:
+        """``messages`` (whose :func:`history_facts` are ``facts``) without those a summary
+        already replaced, handed back in (a parent graph re-feeding its own list;
+        :func:`~langchain_compact._refed.without_refed`)."""
         if facts is None:  # a message is not a BaseMessage: the pairing check names it
             return messages, False
         kept, event = without_refed(messages, facts.boundary)
