@@ -57,33 +57,50 @@ from langchain_compact._cjk_vocab import PAIRS, SINGLE, TRIPLES
 
 __all__ = ["estimate", "pieces"]
 
+# Each pattern below is one C regex pass over the text; they are written so the regex engine
+# can skip ahead to where a match can start (a literal or a character class first, what
+# comes before checked by a lookbehind after it), which finds the same matches as the
+# plain forms (``(?<!_)_(?=...)``, ``\s{2,}|[^\S ]``) up to several times faster
+# (tests/unit/test_estimate_patterns.py holds both).
 _WORD_RE = re.compile(r"[A-Za-z]+")
-#: A run of more than 12 letters (few common words are longer) costs a token per 2.
-_LONG_WORD_RE = re.compile(r"[A-Za-z]{13,}")
+#: A run of more than 12 letters (few common words are longer) costs a token per 2: the
+#: words of ``_WORD_RE`` longer than 12.
+_LONG_WORD = 12
 _INNER_CAP_RE = re.compile(r"[a-z][A-Z]")
-_DIGITS_RE = re.compile(r"\d{1,3}")
+_DIGITS_RE = re.compile(r"\d\d?\d?")  # a group of 1 to 3 digits
 _SPACE_DIGIT_RE = re.compile(r" \d")
 _UNDERSCORES_RE = re.compile(r"_+")
-_JOINED_UNDERSCORE_RE = re.compile(r"(?<!_)_(?=[A-Za-z])")
+#: An underscore not after another, before a letter.
+_JOINED_UNDERSCORE_RE = re.compile(r"_(?<!__)(?=[A-Za-z])")
 #: Symbols: neither word characters, nor whitespace, nor control characters.
 _CONTROL = "\x00-\x08\x0e-\x1b\x7f-\x9f"
-_SYMBOLS_RE = re.compile(rf"[^\w\s{_CONTROL}]+")
-_SPACED_SYMBOLS_RE = re.compile(rf" ?[^\w\s{_CONTROL}]+")
+_SYMBOL = rf"[^\w\s{_CONTROL}]"
+_SYMBOLS_RE = re.compile(rf"{_SYMBOL}+")
+_SPACED_SYMBOLS_RE = re.compile(rf" ?{_SYMBOL}+")
 #: One symbol after a word character, a line break or nothing, before a letter: it joins
 #: the word (o200k: ``/usr``, ``(bar``, ``.txt``), mostly (``/``, ``target``): 3/4 of a token.
-_JOINED_SYMBOL_RE = re.compile(rf"(?<![^\w\n])[^\w\s{_CONTROL}](?=[A-Za-z])")
+_JOINED_SYMBOL_RE = re.compile(rf"{_SYMBOL}(?<![^\w\n]{_SYMBOL})(?=[A-Za-z])")
 _JOINED = 0.8
-#: A line break right after a symbol joins it (o200k: ``,\n``, `` [\n``).
-_SYMBOL_NEWLINE_RE = re.compile(rf"[^\w\s{_CONTROL}]\n(?!\n)")
+#: A line break right after a symbol joins it (o200k: ``,\n``, `` [\n``): the line break
+#: matched, the symbol before it checked.
+_SYMBOL_NEWLINE_RE = re.compile(rf"\n(?<={_SYMBOL}\n)(?!\n)")
 #: The ASCII pieces find a few tokens fewer than o200k on some prose (rare words split).
 _ASCII_SLACK = 1.03
 _CONTROL_RE = re.compile(f"[{_CONTROL}]")
 #: A control character and the symbol after it (``\\x1b[``, ``[?``): o200k splits them.
 _CONTROL_TOKENS = 2
-#: Whitespace that costs a token: anything but a single space.
-_WHITESPACE_RE = re.compile(r"\s{2,}|[^\S ]")
+#: Whitespace that costs a token: anything but a single space (a run of two or more, or one
+#: character other than a space).
+_WHITESPACE_RE = re.compile(r"[^\S ]\s*| \s+")
 _SPACE_CHARS = frozenset(" \t\n\r\u00a0")
 _WHITESPACE_SEGMENT_RE = re.compile(r"(?:\r\n)+| +|\n+|\t+|\u00a0+|\s")
+#: On an ASCII text (most tool output) the symbol and digit passes test each character
+#: against a plain set of ASCII characters, the same characters ``_SYMBOL`` and ``\d`` take
+#: there, instead of Unicode categories: the same matches in about half the time.
+_ASCII_SYMBOL = r"[!-/:-@\[-^`{-~]"
+_ASCII_DIGITS_RE = re.compile(r"[0-9][0-9]?[0-9]?")
+_ASCII_SYMBOLS_RE = re.compile(rf"{_ASCII_SYMBOL}+")
+_ASCII_JOINED_SYMBOL_RE = re.compile(rf"{_ASCII_SYMBOL}(?<![^\w\n]{_ASCII_SYMBOL})(?=[A-Za-z])")
 #: Characters per extra token in a long stretch of one whitespace character.
 _STRETCH = {" ": 100, "\n": 15, "\t": 15}
 #: The greedy match over o200k's whitespace strings finds a few tokens fewer than o200k.
@@ -180,17 +197,13 @@ def pieces(text: str) -> int:
         runs: list[float] = []
         text = _LONG_RUN_RE.sub(lambda m: _long_run(m, runs), text)
         n += sum(runs)
-    n += len(_WORD_RE.findall(text))
-    n += len(_INNER_CAP_RE.findall(text)) + len(_DIGITS_RE.findall(text))
-    for word in _LONG_WORD_RE.findall(text):  # junk, hashes, repeated letters: o200k splits
-        n += len(word) / 2 - 1 - len(_INNER_CAP_RE.findall(word))
-    n += len(_SPACE_DIGIT_RE.findall(text)) + _CONTROL_TOKENS * len(_CONTROL_RE.findall(text))
-    n += sum(1 if len(u) < 4 else _repeated(u) for u in _UNDERSCORES_RE.findall(text))
-    n -= 0.7 * len(_JOINED_UNDERSCORE_RE.findall(text))
-    n += sum(_whitespace(run) for run in _WHITESPACE_RE.findall(text))
-    n -= _JOINED * len(_JOINED_SYMBOL_RE.findall(text)) + len(_SYMBOL_NEWLINE_RE.findall(text))
-    if text.isascii():
-        n += sum(_symbols(run) for run in _SYMBOLS_RE.findall(text))
+    ascii_text = text.isascii()
+    n += _words_and_spacing(text, ascii_text)
+    if ascii_text:
+        n += sum(
+            (len(run) + 1) // 2 if len(run) < 4 else _symbols(run)
+            for run in _ASCII_SYMBOLS_RE.findall(text)
+        )
         return max(1, round(n * _ASCII_SLACK))
     n *= _ASCII_SLACK
     cjk = sum(_cjk(run) for run in _CJK_RUN_RE.findall(text))
@@ -207,6 +220,26 @@ def pieces(text: str) -> int:
     # emoji, joiners and marks, counted as symbols above, at their own cost
     n += (_ASTRAL_TOKENS - 1) * astral + (_MARK_TOKENS - 1) * marks
     return max(1, round(n))
+
+
+def _words_and_spacing(text: str, ascii_text: bool) -> float:
+    """The tokens of ``text``'s words, digits, underscores and whitespace, less the symbols
+    that join a word or a line break (counted with the symbols after)."""
+    words = _WORD_RE.findall(text)
+    n: float = len(words)
+    digits = _ASCII_DIGITS_RE if ascii_text else _DIGITS_RE
+    n += len(_INNER_CAP_RE.findall(text)) + len(digits.findall(text))
+    if words and max(map(len, words)) > _LONG_WORD:
+        for word in words:  # junk, hashes, repeated letters: o200k splits
+            if len(word) > _LONG_WORD:
+                n += len(word) / 2 - 1 - len(_INNER_CAP_RE.findall(word))
+    n += len(_SPACE_DIGIT_RE.findall(text)) + _CONTROL_TOKENS * len(_CONTROL_RE.findall(text))
+    if "_" in text:
+        n += sum(1 if len(u) < 4 else _repeated(u) for u in _UNDERSCORES_RE.findall(text))
+        n -= 0.7 * len(_JOINED_UNDERSCORE_RE.findall(text))
+    n += sum(1 if len(run) == 1 else _whitespace(run) for run in _WHITESPACE_RE.findall(text))
+    joined = _ASCII_JOINED_SYMBOL_RE if ascii_text else _JOINED_SYMBOL_RE
+    return n - _JOINED * len(joined.findall(text)) - len(_SYMBOL_NEWLINE_RE.findall(text))
 
 
 #: The longest run of one repeated ASCII symbol o200k encodes as a token, as far as

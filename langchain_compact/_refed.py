@@ -131,20 +131,28 @@ def refed_indices(messages: Sequence[BaseMessage], boundary: int) -> list[int]:
     replaced."""
     if boundary <= 0:
         return []
-    replaced: dict[str, Any] = {}
-    for i in range(boundary, -1, -1):  # every summary up to the boundary stands for its span
-        message = messages[i]
-        if kind_of(message) == KIND_SUMMARY:
-            for key, keys in _record(get_meta(message)).items():
+    ids = [i for i in range(boundary) if messages[i].id is not None]
+    if not ids:  # nothing before the boundary a record could name
+        return []
+    # every summary up to the boundary stands for its span, the newest first
+    records = [
+        record
+        for i in range(boundary, -1, -1)
+        if kind_of(messages[i]) == KIND_SUMMARY and (record := _record(get_meta(messages[i])))
+    ]
+    if len(records) == 1:  # the usual case: the newest summary's record, read as it is
+        replaced = records[0]
+    else:
+        replaced = {}
+        for record in records:
+            for key, keys in record.items():
                 replaced.setdefault(key, keys)
     if not replaced:
         return []
     return [
         i
-        for i, message in enumerate(messages[:boundary])
-        if message.id is not None
-        and message.id in replaced
-        and _matches(message, replaced[message.id])
+        for i in ids
+        if (mid := messages[i].id) in replaced and _matches(messages[i], replaced[str(mid)])
     ]
 
 

@@ -67,7 +67,7 @@ from langchain_compact._prepare import (
     usable_prefix,
 )
 from langchain_compact._refed import without_refed
-from langchain_compact._scan import boundary_meta, history_facts
+from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
 from langchain_compact.budget import MIN_SUMMARY_TOKENS, Budget
 from langchain_compact.compaction import (
     CompactionResult,
@@ -1421,8 +1421,9 @@ class Compactor:
         load_tokenizers(self.counter)  # the first turn waits for them (see :meth:`micro`)
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        ctx = self._learning(ctx, messages)
-        messages, refed = self._without_refed(messages, ctx)
+        facts = history_facts(messages)  # read once for the window and the re-fed check
+        ctx = self._learned(ctx, messages, facts)
+        messages, refed = self._without_refed(messages, facts, ctx)
         step, repair = drive(self.clear_steps(messages, thread_id, ctx))
         return self._cleared(step, ctx.since(start), repair, refed)
 
@@ -1433,18 +1434,27 @@ class Compactor:
         await self.aready()
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        ctx = self._learning(ctx, messages)
-        messages, refed = self._without_refed(messages, ctx)
+        facts = history_facts(messages)  # read once for the window and the re-fed check
+        ctx = self._learned(ctx, messages, facts)
+        messages, refed = self._without_refed(messages, facts, ctx)
         step, repair = await adrive(self.clear_steps(messages, thread_id, ctx))
         return self._cleared(step, ctx.since(start), repair, refed)
 
+    def _learned(
+        self, ctx: TurnContext, messages: Sequence[BaseMessage], facts: HistoryFacts | None
+    ) -> TurnContext:
+        """:meth:`_learning` with the facts of ``messages`` already read."""
+        if facts is None:
+            return self._learning(ctx, messages)
+        return ctx.narrowed(facts.provider_window)
+
     @staticmethod
     def _without_refed(
-        messages: Sequence[BaseMessage], ctx: TurnContext
+        messages: Sequence[BaseMessage], facts: HistoryFacts | None, ctx: TurnContext
     ) -> tuple[Sequence[BaseMessage], bool]:
-        """``messages`` without those a summary already replaced, handed back in (a parent
-        graph re-feeding its own list; :func:`~langchain_compact._refed.without_refed`)."""
-        facts = history_facts(messages)
+        """``messages`` (whose :func:`history_facts` are ``facts``) without those a summary
+        already replaced, handed back in (a parent graph re-feeding its own list;
+        :func:`~langchain_compact._refed.without_refed`)."""
         if facts is None:  # a message is not a BaseMessage: the pairing check names it
             return messages, False
         kept, event = without_refed(messages, facts.boundary)

@@ -539,6 +539,10 @@ class TiktokenCounter:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
+        if _precounting and _awaited(self, key):  # the precount thread encoded it meanwhile
+            cached = self._cache.get(key)
+            if cached is not None:
+                return cached
         cut = parts_cut(text)  # counted as its parts, each maybe counted ahead
         n = (
             self.count_text(text[:cut]) + self.count_text(text[cut:])
@@ -689,6 +693,28 @@ _PRECOUNT_QUEUE_SIZE = 16
 PRECOUNT_HOOKS: list[Callable[[str], object]] = []
 _precount_queue: queue.Queue[str] | None = None
 _precount_lock = threading.Lock()
+#: The texts handed to the precount thread and not counted yet (by :func:`_text_key`: at most
+#: the queue's size), each with the event set once its count is cached: :func:`precise_counter`
+#: asked for one of them on another thread (the exact floor of the turn that got the result)
+#: waits for that count instead of encoding the same text a second time beside the thread.
+_precounting: dict[tuple[int, int], threading.Event] = {}
+#: The longest such a wait lasts (then the text is encoded where it is asked for).
+PRECOUNT_WAIT_SECONDS = 2.0
+
+
+def _awaited(counter: TiktokenCounter, key: tuple[int, int]) -> bool:
+    """Wait for the precount thread's count of the text under ``key`` when that text is
+    handed to it for ``counter`` (the precise counter) and this is another thread; whether
+    the count came."""
+    done = _precounting.get(key)
+    if done is None or not _precise or counter is not _precise[0]:
+        return False
+    if threading.current_thread().name == _PRECOUNT_THREAD:
+        return False
+    return done.wait(PRECOUNT_WAIT_SECONDS)
+
+
+_PRECOUNT_THREAD = "langchain-compact-precount"
 
 
 def _precount_worker(texts: queue.Queue[str]) -> None:
@@ -696,8 +722,13 @@ def _precount_worker(texts: queue.Queue[str]) -> None:
         text = texts.get()
         try:
             counter = precise_counter()
-            if counter is not None:
-                counter.count_text(text)
+            try:
+                if counter is not None:
+                    counter.count_text(text)
+            finally:
+                done = _precounting.pop(_text_key(text), None)
+                if done is not None:
+                    done.set()
             for hook in PRECOUNT_HOOKS:
                 hook(text)
         except Exception:  # a count ahead is only a warm cache: never fail anything
@@ -739,14 +770,18 @@ def precount_unread(messages: Sequence[BaseMessage]) -> None:
                 threading.Thread(
                     target=_precount_worker,
                     args=(pending,),
-                    name="langchain-compact-precount",
+                    name=_PRECOUNT_THREAD,
                     daemon=True,
                 ).start()
                 _precount_queue = pending
     for text in reversed(texts):
+        key = _text_key(text)
+        done = None if key in _precounting else _precounting.setdefault(key, threading.Event())
         try:
             _precount_queue.put_nowait(text)
         except queue.Full:
+            if done is not None and _precounting.pop(key, None) is not None:
+                done.set()
             return
 
 
