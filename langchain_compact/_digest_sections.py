@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from langchain_compact._digest_parse import Field, field_line, scrub
+from langchain_compact._render import key_lines
 
 Lines = list[tuple[int, str]]
 """(priority, line) pairs in display order; lower priorities are kept first."""
@@ -167,6 +168,9 @@ def _table_lines(
 
 
 _ERROR_LEVELS = ("FATAL", "CRITICAL", "ERROR")
+_GROUPED_LEVELS = (*_ERROR_LEVELS, "WARN")
+#: The most lines naming an identifier or a URL a log's digest keeps.
+_LOG_KEY_LINES = 8
 
 
 def _log_lines(
@@ -195,6 +199,17 @@ def _log_lines(
         for n, index in found[:200]:
             text = f"{n:,}x, last at line {index + 1:,}: {clip(lines_in[index], width)}"
             out.append((2 if is_error else 4, text))
+    # The lines that name an identifier or a URL, wherever they are (a plain text's digest
+    # keeps its key lines too): a build's one line of a ticket, a key or an artifact's URL
+    # is no error, and a head-and-tail view drops it with the middle.
+    grouped = {index for _n, index in groups.values()}
+    line_at: dict[str, int] = {}
+    for index, line in enumerate(lines_in):
+        line_at.setdefault(line.strip()[:200], index)
+    for keyed in key_lines("\n".join(lines_in), limit=_LOG_KEY_LINES, width=200):
+        at = line_at.get(keyed, -1)
+        if at >= 0 and at not in grouped and levels[at] not in _GROUPED_LEVELS:
+            out.append((2, f"line {at + 1:,}: {clip(lines_in[at], width)}"))
     # The first and last lines, then as many more from both ends as the room allows (the
     # room is the caller's: a digest of an unread result may have most of the window).
     n = len(lines_in)

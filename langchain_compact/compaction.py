@@ -410,6 +410,7 @@ def _steps(
         prepared_text=use.text,
         prepared_covers=use.covers,
         prepared_note=use.note,
+        prepared_calls=prepared.calls if prepared is not None and use.text is not None else 0,
         prepared_merge=(
             (tuple(prepared.merged_ids), prepared.merged)
             if prepared is not None and use.text is not None and prepared.merged
@@ -452,6 +453,7 @@ def _steps(
             prepared_text=None,
             prepared_covers=0,
             prepared_note="",
+            prepared_calls=0,
             prepared_merge=None,
             last_resort=True,
         )
@@ -463,6 +465,7 @@ def _steps(
         compacted=[*result.compacted, *second.compacted],
         removed_ids=[m.id for m in messages if m.id is not None and m.id not in kept],
         merged=result.merged + second.merged,
+        summarizer_calls=result.summarizer_calls + second.summarizer_calls,
         errors=(*result.errors, *second.errors),
         extractive_parts=tuple(dict.fromkeys([*result.extractive_parts, *second.extractive_parts])),
         prepared=result.prepared,

@@ -250,6 +250,7 @@ def compaction_report(result: CompactionResult) -> dict[str, Any]:
         "extractive_parts": list(result.extractive_parts),
         "compacted_messages": len(result.compacted),
         "merged_summaries": result.merged,
+        "summarizer_calls": result.summarizer_calls,
         "errors": list(result.errors),
         "prepared": result.prepared,
         "cause": str(summary_meta.get("cause", "")),
@@ -931,6 +932,7 @@ class Compactor:
                 {
                     "event": "summary_prepared",
                     "messages": len(record.span_ids),
+                    "summarizer_calls": record.calls,
                     "seconds": seconds,
                 }
             )
