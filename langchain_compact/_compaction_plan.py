@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import (
@@ -406,16 +406,17 @@ class Reading:
     """``readable`` as the parts a summarizer reads in turn (a long message split, each at
     most a request's room); ``None``: one call (:func:`summarizer_input`)."""
     fit: int = 0
-    """The most tokens one request may take (the window minus the reply reserve)."""
+    """The most tokens one request and its reply may take (the window less the reply
+    reserve)."""
     fixed: int = 0
     """Tokens of the instructions and framing of every request."""
-    allow: int = 0
-    """Tokens a summary of the bound may take (its reply, and the next request's lead)."""
+    bound: int = 0
+    """The summary's bound: the reply's ``max_tokens``."""
 
     def room(self, lead: int) -> int:
         """Tokens of messages a request whose lead (the summary so far) takes ``lead`` may
         add: the fit, less the instructions, the lead and the reply."""
-        return self.fit - self.fixed - lead - self.allow
+        return self.fit - self.fixed - lead - self.bound
 
 
 def part_tokens(message: BaseMessage) -> int:
@@ -427,10 +428,10 @@ def part_tokens(message: BaseMessage) -> int:
 def _request_limits(
     summarizer: Summarizer, config: CompactionConfig, bound: int
 ) -> tuple[int, int, int] | None:
-    """``(fit, fixed, allow)`` of a summarizer's requests when it reads a span in parts: a
-    model summarizer in a known window; ``None`` for the local extractive one (it reads
-    everything at once), a fork summarizer (its request is the agent's own prefix) and a
-    window too small for parts."""
+    """``(fit, fixed, lead)`` of a summarizer's requests when it reads a span in parts (the
+    lead: the most a summary so far may take); ``None`` for the local extractive
+    summarizer (it reads everything at once), a fork summarizer (its request is the
+    agent's own prefix), an unknown window, and a window too small for parts."""
     local = isinstance(summarizer, ExtractiveSummarizer) or getattr(summarizer, "_local", False)
     fit = config.fit_tokens
     if local or getattr(summarizer, "fork", False) is True or fit is None:
@@ -444,10 +445,10 @@ def _request_limits(
         + REQUEST_FRAMING_TOKENS
     )
     # A summary may run 25% + 20 tokens over its bound (over_bound), plus the lead's header.
-    allow = bound * 5 // 4 + 20 + part_tokens(running_summary(""))
-    if fit - fixed - 2 * allow < MIN_PART_TOKENS:
+    lead = bound * 5 // 4 + 20 + part_tokens(running_summary(""))
+    if fit - fixed - bound - lead < MIN_PART_TOKENS:
         return None
-    return fit, fixed, allow
+    return fit, fixed, lead
 
 
 def _split(message: BaseMessage, room: int) -> list[BaseMessage]:
@@ -519,8 +520,9 @@ def read_for_summary(
     limits = _request_limits(summarizer, config, bound)
     if limits is None:
         return Reading(with_originals(span, originals, restore_budget, counter))
-    fit, fixed, allow = limits
-    room = fit - fixed - 2 * allow  # the room of a request whose lead is a full summary
+    fit, fixed, lead = limits
+    reading = Reading(list(span), [], fit=fit, fixed=fixed, bound=bound)
+    room = reading.room(lead)  # the room of a request whose lead is a full summary
     readable = with_originals(span, originals, None, counter)
     parts = [p for m in readable for p in _split(m, room)]
     if _planned_calls(parts, room) > MAX_SUMMARY_CALLS:
@@ -535,7 +537,7 @@ def read_for_summary(
             "as their placeholders",
             MAX_SUMMARY_CALLS,
         )
-    return Reading(readable, parts, fit=fit, fixed=fixed, allow=allow)
+    return replace(reading, readable=readable, parts=parts)
 
 
 def summary_in_parts(
