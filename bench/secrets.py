@@ -286,30 +286,39 @@ def run(system: str, *, logs: int = LOGS) -> dict[str, Any]:
     }
 
 
-def docs_section(rows: Sequence[dict[str, Any]]) -> str:
+START_MARK = "<!-- secrets:start (generated from bench/results/secrets.json: bench/secrets.py) -->"
+END_MARK = "<!-- secrets:end -->"
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
     """The table ``docs/benchmarks.md`` shows for ``rows``."""
     head = (
-        "| system | secrets in the final context | agent calls | largest input "
-        "| calls over 8k | summarizer calls | largest summarizer input |\n"
-        "|---|---:|---:|---:|---:|---:|---:|\n"
+        "| system | secrets in the final context | agent calls | largest agent input "
+        "| calls over the window | summarizer calls | largest summarizer input |\n"
+        "|---|---|---|---|---|---|---|\n"
     )
     body = "".join(
         f"| {r['label']} | {r['secrets_kept']}/{r['logs']} | {r['calls']} | "
-        f"{r['max_input']:,} | {r['over_window'] + r['summarizer_over_window']} | "
-        f"{r['summarizer_calls']} | {r['max_summarizer_input']:,} |\n"
+        f"{r['max_input']:,} | {r['over_window']} agent, {r['summarizer_over_window']} "
+        f"summarizer | {r['summarizer_calls']} | {r['max_summarizer_input']:,} |\n"
         for r in rows
     )
     return head + body
 
 
-BEGIN = "<!-- bench.secrets:begin -->"
-END = "<!-- bench.secrets:end -->"
+def docs_section(rows: Sequence[dict[str, Any]]) -> str:
+    """The generated part of ``docs/benchmarks.md``'s "What a summary is written from"."""
+    return f"{START_MARK}\n{table(rows)}{END_MARK}"
 
 
 def write_docs(rows: Sequence[dict[str, Any]], path: Path = DOCS) -> None:
+    """Rewrite the generated table in ``path`` (between the two marks)."""
     text = path.read_text(encoding="utf-8")
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    path.write_text(text[:start] + "\n" + docs_section(rows) + text[end:], encoding="utf-8")
+    head, _, rest = text.partition(START_MARK)
+    _, _, tail = rest.partition(END_MARK)
+    if not rest:
+        raise ValueError(f"{path} has no {START_MARK!r} mark; add the section first")
+    path.write_text(head + docs_section(rows) + tail, encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -317,7 +326,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--logs", type=int, default=LOGS)
     parser.add_argument("--systems", nargs="*", default=list(SYSTEMS), choices=SYSTEMS)
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--docs", action="store_true", help="rewrite the docs table from --out")
+    parser.add_argument(
+        "--docs", action="store_true", help="only rewrite the docs table from --out"
+    )
     args = parser.parse_args(argv)
     if args.docs:
         write_docs(json.loads(args.out.read_text(encoding="utf-8"))["rows"])
@@ -328,6 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     payload = {"window": WINDOW, "rows": rows}
     args.out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if args.out == OUT:
+        write_docs(rows)
     return 0
 
 
