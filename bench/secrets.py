@@ -221,7 +221,7 @@ def run(system: str, *, logs: int = LOGS) -> dict[str, Any]:
     events = _Events()
     run_config: Any = {
         "configurable": {"thread_id": f"secrets-{system}"},
-        "recursion_limit": 400,
+        "recursion_limit": 10 * logs + 50,
         "callbacks": [events],
     }
     if system == "ours_graph":
