@@ -293,7 +293,13 @@ class KeepsWhatItIsShown(BaseChatModel):
     def _llm_type(self) -> str:
         return "keeps-what-it-is-shown"
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         self.requests.append(list(messages))
         text = "\n".join(m.text for m in messages)
         facts = dict.fromkeys(re.findall(self.pattern, text))

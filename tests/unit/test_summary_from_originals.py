@@ -15,6 +15,7 @@ summary so far), and no request, the agent's or the summarizer's, goes over the 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -83,7 +84,7 @@ def run_workload(integration: str) -> tuple[ScriptedChatModel, KeepsWhatItIsShow
     config = CompactionConfig(context_window=WINDOW)
     run: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 200, "callbacks": [events]}
     task = HumanMessage(f"Fetch build logs 1 to {LOGS}, then report every secret.", id="task")
-    if integration == "graph":
+    if integration in ("graph", "graph-async"):
         from langchain_compact import create_compacting_agent
 
         agent = create_compacting_agent(
@@ -94,7 +95,10 @@ def run_workload(integration: str) -> tuple[ScriptedChatModel, KeepsWhatItIsShow
             archive=MemoryArchive(),
             recall_tool=False,
         )
-        agent.invoke({"messages": [task]}, run)
+        if integration == "graph":
+            agent.invoke({"messages": [task]}, run)
+        else:  # the async drivers read in parts the same way
+            asyncio.run(agent.ainvoke({"messages": [task]}, run))
     elif integration == "middleware":
         from langchain.agents import create_agent
 
@@ -119,7 +123,7 @@ def run_workload(integration: str) -> tuple[ScriptedChatModel, KeepsWhatItIsShow
     return model, summ, events
 
 
-@pytest.mark.parametrize("integration", ["graph", "middleware", "lcel"])
+@pytest.mark.parametrize("integration", ["graph", "graph-async", "middleware", "lcel"])
 def test_every_secret_of_the_25_logs_is_in_the_final_context(integration: str) -> None:
     model, summ, events = run_workload(integration)
     inputs = model.log.inputs
