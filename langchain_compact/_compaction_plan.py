@@ -464,16 +464,17 @@ def _split(message: BaseMessage, room: int) -> list[BaseMessage]:
     chars = chars_for_tokens(max(1, room - 32), text=text, text_tokens=max(1, tokens))
     limit = max(200, min(MESSAGE_CHARS - 64, chars * 4 // 5))
     pieces: list[str] = []
-    rest = text
-    while len(rest) > limit:
-        cut = rest.rfind("\n", 0, limit)
-        if cut < limit // 2:
-            cut = rest.rfind(" ", 0, limit)
-        if cut < limit // 2:
-            cut = limit
-        pieces.append(rest[:cut])
-        rest = rest[cut:].lstrip("\n")
-    pieces.append(rest)
+    start = 0
+    while len(text) - start > limit:
+        end = start + limit
+        cut = text.rfind("\n", start, end)
+        if cut < start + limit // 2:
+            cut = text.rfind(" ", start, end)
+        if cut < start + limit // 2:
+            cut = end
+        pieces.append(text[start:cut])
+        start = cut + 1 if text[cut : cut + 1] == "\n" else cut
+    pieces.append(text[start:])
     out: list[BaseMessage] = []
     for k, piece in enumerate(pieces, 1):
         update: dict[str, Any] = {
