@@ -33,8 +33,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_compact._compaction_plan import (
     CompactionResult,
     Plan,
-    restore_originals,
+    read_for_summary,
     summarizer_input,
+    summary_in_parts,
     summary_message,
 )
 from langchain_compact._facts import condense_summary
@@ -155,6 +156,8 @@ class Compaction:
     prepared_covers: int = 0
     prepared_note: str = ""
     """How the prepared summary is used, for the result."""
+    prepared_calls: int = 0
+    """Summarizer calls the prepared summary took."""
     prepared_merge: tuple[tuple[str, ...], str] | None = None
     """``(keys, text)``: the merge of the earlier summaries (their content keys) prepared
     with the summary (:func:`premerge`), used when a merge is due over those very ones."""
@@ -198,6 +201,9 @@ class _Draft:
     merged: int = 0
     span_tokens: int = 0
     """Local tokens of the span the summary replaces (its size never exceeds them)."""
+    calls: int = 0
+    """Summarizer model calls the new summary took (at the trigger, or ahead when it was
+    prepared; :attr:`CompactionResult.summarizer_calls`)."""
     units: tuple[TokenCounter, int] | None = None
     """The caller's counter and tool tokens, once the draft counts precisely (see
     :func:`count_precisely`); ``None`` while it counts with the caller's counter."""
@@ -483,18 +489,46 @@ def summarize_span(
         job.prepared_text,
         job.prepared_covers,
     )
-    rooms = draft.config.budget
+    config = draft.config
+    rooms = config.budget
     restore_budget = 0 if rooms is None else rooms.restore(draft.counter(span), draft.bound)
-    readable = yield from restore_originals(
-        span, draft.archive, draft.thread_id, restore_budget, draft.counter
+    reading = yield from read_for_summary(
+        summarizer,
+        span,
+        draft.archive,
+        draft.thread_id,
+        config,
+        draft.bound,
+        draft.counter,
+        restore_budget,
     )
-    if prepared_text is None:
+    readable = reading.readable
+    if prepared_text is None and reading.parts is not None:
+        # The originals of the whole span, in as many calls as the window needs.
+        rolled, errors, draft.calls = yield from summary_in_parts(
+            summarizer, reading, config, draft.bound, attempts=config.summarizer_retries + 1
+        )
+        if rolled is not None:
+            text, draft.used = rolled, type(summarizer).__name__
+        else:  # the extractive fallback, over the same originals
+            text, local_used, local_errors = yield from summarize_steps(
+                ExtractiveSummarizer(), readable, config, draft.bound
+            )
+            draft.used, errors = f"fallback:{local_used}", [*errors, *local_errors]
+            draft.note_extractive("summary")
+    elif prepared_text is None:
         text, draft.used, errors = yield from summarize_steps(
             summarizer,
             summarizer_input(summarizer, draft.head, span, readable),
-            draft.config,
+            config,
             draft.bound,
         )
+        if not _is_model(summarizer):
+            draft.calls = 0
+        elif draft.used.startswith("fallback:"):
+            draft.calls = config.summarizer_retries + 1
+        else:
+            draft.calls = len(errors) + 1
         if draft.used.startswith("fallback:"):
             draft.note_extractive("summary")
     else:
@@ -507,6 +541,7 @@ def summarize_span(
                 prepared_text, summary_bound(draft.config), soft_tokens=draft.bound
             )
         text, draft.used, errors = prepared_text, f"{type(summarizer).__name__} (prepared)", []
+        draft.calls = job.prepared_calls
         rest = readable[prepared_covers:]
         if rest:
             # The turn or two since it was prepared: their key lines, locally. A model call
@@ -538,6 +573,12 @@ def summarize_span(
     draft.body = header + text
     if draft.supplement:
         draft.body += "\n\n" + draft.supplement
+
+
+def _is_model(summarizer: Summarizer) -> bool:
+    """Whether ``summarizer`` makes a call that is counted (not the local extractive one)."""
+    local = isinstance(summarizer, ExtractiveSummarizer) or getattr(summarizer, "_local", False)
+    return not local
 
 
 # --------------------------------------------------------------------------- 6. merge
@@ -944,6 +985,7 @@ def finish(draft: _Draft, ref: str | None) -> CompactionResult:
         summary_written_by=draft.written_by(),
         extractive_parts=tuple(dict.fromkeys(draft.extractive)),
         merged=draft.merged,
+        summarizer_calls=draft.calls,
         errors=tuple(draft.errors),
         reason="compacted",
         prepared=job.prepared_note,

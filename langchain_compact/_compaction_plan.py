@@ -11,14 +11,22 @@ import hashlib
 import json
 import logging
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 
 from langchain_compact._nested import in_nested_run
-from langchain_compact._ops import Op, Outcome, ReadOp
+from langchain_compact._ops import Op, Outcome, ReadOp, SummarizeOp
 from langchain_compact._provider_items import carries_provider_compaction
+from langchain_compact._render import message_text, render_message
+from langchain_compact.budget import chars_for_tokens
 from langchain_compact.config import CompactionConfig
 from langchain_compact.history import (
     find_safe_cut,
@@ -38,20 +46,35 @@ from langchain_compact.markers import (
     with_meta,
 )
 from langchain_compact.microcompact import cleared_tokens, unread_start
-from langchain_compact.summarizers import Summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens
+from langchain_compact.summarizers import (
+    DEFAULT_SUMMARY_PROMPT,
+    MESSAGE_CHARS,
+    ROLLING_INSTRUCTIONS,
+    ExtractiveSummarizer,
+    Summarizer,
+    check_summary_text,
+    focus_instructions,
+    running_summary,
+)
+from langchain_compact.tokens import TokenCounter, approx_text, approximate_tokens
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
 __all__ = [
+    "MAX_SUMMARY_CALLS",
     "CompactionResult",
     "Plan",
+    "Reading",
     "newest_turn_start",
     "plan_compaction",
+    "read_for_summary",
+    "read_originals",
     "restore_originals",
     "summarizer_input",
+    "summary_in_parts",
     "summary_message",
+    "with_originals",
 ]
 
 logger = logging.getLogger("langchain_compact")
@@ -81,6 +104,10 @@ class CompactionResult:
     """Which summarizer produced the summary (class name; ``"fallback:..."`` after a failure)."""
     merged: int = 0
     """How many earlier summaries were merged into one (summary budget exceeded)."""
+    summarizer_calls: int = 0
+    """Summarizer model calls the new summary took: one per part of the span's originals
+    that a request could hold (retries included), made at the trigger or, for a summary
+    prepared ahead, beside the model call; ``0`` for the local extractive summarizer."""
     errors: tuple[str, ...] = ()
     """Summarizer failures that were recovered from."""
     reason: str = ""
@@ -288,40 +315,281 @@ def restore_originals(
     span: list[BaseMessage],
     archive: TranscriptArchive | None,
     thread_id: str,
-    budget: int,
+    budget: int | None,
     counter: TokenCounter,
 ) -> Generator[Op, Outcome, list[BaseMessage]]:
     """The span as the summarizer should read it: cleared and cut results replaced by their
-    archived originals (newest first, within ``budget`` extra tokens), so facts that only
-    tool results held reach the summary instead of vanishing with the placeholders."""
+    archived originals (newest first, within ``budget`` extra tokens; ``None``: all of
+    them), so facts that only tool results held reach the summary instead of vanishing
+    with the placeholders."""
+    originals = yield from read_originals(span, archive, thread_id)
+    return with_originals(span, originals, budget, counter)
+
+
+def read_originals(
+    span: Sequence[BaseMessage], archive: TranscriptArchive | None, thread_id: str
+) -> Generator[Op, Outcome, dict[str, BaseMessage]]:
+    """The archived originals of the span's cleared and cut messages, by id (a record that
+    cannot be read is logged and skipped: its placeholders stay what the summarizer reads)."""
     refs: dict[str, None] = {}
     for m in span:
         meta = get_meta(m)
         if meta.get("kind") in (KIND_CLEARED, KIND_TRUNCATED) and meta.get("archive_ref"):
             refs.setdefault(str(meta["archive_ref"]), None)
-    if archive is None or not refs:
-        return span
     originals: dict[str, BaseMessage] = {}
+    if archive is None:
+        return originals
     for ref in refs:
         outcome = yield ReadOp(archive, ref, thread_id)
         if outcome.error is not None:
             logger.warning("could not read archived originals %s: %s", ref, outcome.error)
             continue
         for original in outcome.value:
-            if original.id is not None:
-                originals.setdefault(original.id, original)
+            for key in _original_keys(original):
+                originals.setdefault(key, original)
+    return originals
+
+
+def _original_keys(message: BaseMessage) -> list[str]:
+    """What a placeholder and its original share: the message id, and a tool result's call
+    id (an LCEL chain's messages often have no id)."""
+    keys = [message.id] if message.id else []
+    if isinstance(message, ToolMessage) and message.tool_call_id:
+        keys.append(f"tool-call:{message.tool_call_id}")
+    return keys
+
+
+def with_originals(
+    span: Sequence[BaseMessage],
+    originals: dict[str, BaseMessage],
+    budget: int | None,
+    counter: TokenCounter,
+) -> list[BaseMessage]:
+    """``span`` with each message that has an original in ``originals`` replaced by it,
+    newest first, within ``budget`` extra tokens by ``counter`` (``None``: every one)."""
     out = list(span)
     for i in range(len(span) - 1, -1, -1):
         m = span[i]
-        original = originals.get(m.id or "")
+        keys = _original_keys(m)  # its id, else its call id
+        original = originals.get(keys[0]) if keys else None
         if original is None or type(original) is not type(m):
             continue
-        extra = counter([original]) - counter([m])
-        if extra > budget:
-            continue
+        if budget is not None:
+            extra = counter([original]) - counter([m])
+            if extra > budget:
+                continue
+            budget -= extra
         out[i] = original
-        budget -= extra
     return out
+
+
+# --------------------------------------------------------------------------- reading in parts
+
+#: The most summarizer calls one summary takes when its span is read in parts: past it,
+#: the oldest originals are read as their placeholders (their facts kept), newest first.
+MAX_SUMMARY_CALLS = 8
+#: The least room a part may have; a request that leaves less is made in one call.
+MIN_PART_TOKENS = 256
+#: The tokens a request adds beside its instructions and messages (wrapping, the ask).
+REQUEST_FRAMING_TOKENS = 48
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What the summarizer of a compaction reads: the span with its originals restored,
+    and, for a summarizer that reads it in parts, those parts and the request's limits."""
+
+    readable: list[BaseMessage]
+    """The span with the archived originals restored, message for message."""
+    parts: list[BaseMessage] | None = None
+    """``readable`` as the parts a summarizer reads in turn (a long message split, each at
+    most a request's room); ``None``: one call (:func:`summarizer_input`)."""
+    fit: int = 0
+    """The most tokens one request and its reply may take (the window less the reply
+    reserve)."""
+    fixed: int = 0
+    """Tokens of the instructions and framing of every request."""
+    bound: int = 0
+    """The summary's bound: the reply's ``max_tokens``."""
+
+    def room(self, lead: int) -> int:
+        """Tokens of messages a request whose lead (the summary so far) takes ``lead`` may
+        add: the fit, less the instructions, the lead and the reply."""
+        return self.fit - self.fixed - lead - self.bound
+
+
+def part_tokens(message: BaseMessage) -> int:
+    """Tokens of ``message`` as a summarizer's transcript shows it (an estimate that errs
+    high: the request must fit the window)."""
+    return approx_text(render_message(message)) + 4
+
+
+def _request_limits(
+    summarizer: Summarizer, config: CompactionConfig, bound: int
+) -> tuple[int, int, int] | None:
+    """``(fit, fixed, lead)`` of a summarizer's requests when it reads a span in parts (the
+    lead: the most a summary so far may take); ``None`` for the local extractive
+    summarizer (it reads everything at once), a fork summarizer (its request is the
+    agent's own prefix), an unknown window, and a window too small for parts."""
+    local = isinstance(summarizer, ExtractiveSummarizer) or getattr(summarizer, "_local", False)
+    fit = config.fit_tokens
+    if local or getattr(summarizer, "fork", False) is True or fit is None:
+        return None
+    prompt = getattr(summarizer, "prompt", None)
+    focus = getattr(summarizer, "focus", None)  # LLMSummarizer.focused
+    fixed = (
+        approx_text(prompt if isinstance(prompt, str) else DEFAULT_SUMMARY_PROMPT)
+        + approx_text(ROLLING_INSTRUCTIONS)
+        + (approx_text(focus_instructions(focus)) if focus else 0)
+        + REQUEST_FRAMING_TOKENS
+    )
+    # A summary may run 25% + 20 tokens over its bound (over_bound), plus the lead's header.
+    lead = bound * 5 // 4 + 20 + part_tokens(running_summary(""))
+    if fit - fixed - bound - lead < MIN_PART_TOKENS:
+        return None
+    return fit, fixed, lead
+
+
+def _split(message: BaseMessage, room: int) -> list[BaseMessage]:
+    """``message`` as parts of at most ``room`` tokens and :data:`MESSAGE_CHARS`
+    characters each, cut at line ends where it can be (a fact line stays whole); the
+    message itself when it is within both."""
+    text = message_text(message)
+    tokens = part_tokens(message)
+    if tokens <= room and len(text) <= MESSAGE_CHARS:
+        return [message]
+    # 80% of the characters the text's own ratio gives: a part denser than the whole
+    # must still fit
+    chars = chars_for_tokens(max(1, room - 32), text=text, text_tokens=max(1, tokens))
+    limit = max(200, min(MESSAGE_CHARS - 64, chars * 4 // 5))
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > limit:
+        end = start + limit
+        cut = text.rfind("\n", start, end)
+        if cut < start + limit // 2:
+            cut = text.rfind(" ", start, end)
+        if cut < start + limit // 2:
+            cut = end
+        pieces.append(text[start:cut])
+        start = cut + 1 if text[cut : cut + 1] == "\n" else cut
+    pieces.append(text[start:])
+    out: list[BaseMessage] = []
+    for k, piece in enumerate(pieces, 1):
+        update: dict[str, Any] = {
+            "content": f"(part {k} of {len(pieces)} of this message)\n{piece}",
+            "id": f"{message.id}:part{k}" if message.id else None,
+        }
+        if isinstance(message, AIMessage) and k < len(pieces):
+            update.update(tool_calls=[], invalid_tool_calls=[])  # the calls go with the last
+        out.append(message.model_copy(update=update))
+    return out
+
+
+def _planned_calls(parts: Sequence[BaseMessage], room: int) -> int:
+    """Requests of at most ``room`` tokens of messages that ``parts`` take, in order."""
+    calls, used = 0, room
+    for m in parts:
+        size = part_tokens(m)
+        if used + size > room:
+            calls, used = calls + 1, 0
+        used += size
+    return calls
+
+
+def read_for_summary(
+    summarizer: Summarizer,
+    span: list[BaseMessage],
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    config: CompactionConfig,
+    bound: int,
+    counter: TokenCounter,
+    restore_budget: int,
+) -> Generator[Op, Outcome, Reading]:
+    """What the summarizer reads of ``span``.
+
+    A model summarizer in a known window reads the archived original of every message the
+    span holds as a placeholder or a digest (what the agent read, not what the package
+    left of it), in parts that each fit one request beside the summary so far
+    (:func:`summary_in_parts`), at most :data:`MAX_SUMMARY_CALLS` of them (past that the
+    oldest originals are read as their placeholders). The extractive summarizer and a fork
+    summarizer read the span in one call, the originals restored within
+    ``restore_budget`` extra tokens (what one call leaves under the fit limit)."""
+    originals = yield from read_originals(span, archive, thread_id)
+    limits = _request_limits(summarizer, config, bound)
+    if limits is None:
+        return Reading(with_originals(span, originals, restore_budget, counter))
+    fit, fixed, lead = limits
+    reading = Reading(list(span), [], fit=fit, fixed=fixed, bound=bound)
+    room = reading.room(lead)  # the room of a request whose lead is a full summary
+    readable = with_originals(span, originals, None, counter)
+    parts = [p for m in readable for p in _split(m, room)]
+    if _planned_calls(parts, room) > MAX_SUMMARY_CALLS:
+        # Newest first, within what the calls hold (a tenth left for the parts' ends).
+        held = MAX_SUMMARY_CALLS * room * 9 // 10 - sum(part_tokens(m) for m in span)
+        readable = with_originals(
+            span, originals, max(0, held), lambda ms: sum(part_tokens(m) for m in ms)
+        )
+        parts = [p for m in readable for p in _split(m, room)]
+        logger.info(
+            "the span's originals need more than %d summarizer calls: the oldest are read "
+            "as their placeholders",
+            MAX_SUMMARY_CALLS,
+        )
+    return replace(reading, readable=readable, parts=parts)
+
+
+def summary_in_parts(
+    summarizer: Summarizer,
+    reading: Reading,
+    config: CompactionConfig,
+    bound: int,
+    *,
+    attempts: int,
+) -> Generator[Op, Outcome, tuple[str | None, list[str], int]]:
+    """The rolling summary of ``reading.parts``: the first request holds as many parts as
+    fit, each next one the summary so far (:func:`~langchain_compact.summarizers.
+    running_summary`) and the parts that fit beside it, so the summary of the last request
+    carries the facts of every part. Each request may be tried ``attempts`` times.
+
+    Returns:
+        ``(text, errors, calls)``: the summary (``None`` when a request failed every
+        attempt: the caller falls back), the failures, and the calls made.
+    """
+    parts = reading.parts or []
+    text: str | None = None
+    errors: list[str] = []
+    calls = 0
+    i = 0
+    while i < len(parts):
+        lead = [running_summary(text)] if text is not None else []
+        room = reading.room(sum(part_tokens(m) for m in lead))
+        chunk: list[BaseMessage] = []
+        size = 0
+        while i < len(parts) and (not chunk or size + part_tokens(parts[i]) <= room):
+            size += part_tokens(parts[i])
+            chunk.append(parts[i])
+            i += 1
+        written: str | None = None
+        for _ in range(attempts):
+            calls += 1
+            outcome = yield SummarizeOp(
+                summarizer, [*lead, *chunk], bound, config.summarizer_timeout
+            )
+            try:
+                if outcome.error is not None:
+                    raise outcome.error
+                written = check_summary_text(outcome.value, bound)
+            except Exception as exc:
+                errors.append(f"{type(summarizer).__name__}: {type(exc).__name__}: {exc}")
+                logger.warning("summarizer failed on a part of the span (%s)", errors[-1])
+                continue
+            break
+        if written is None:
+            return None, errors, calls
+        text = written
+    return text, errors, calls
 
 
 def summarizer_input(

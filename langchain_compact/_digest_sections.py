@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from langchain_compact._digest_parse import Field, field_line, scrub
+from langchain_compact._render import key_lines
 
 Lines = list[tuple[int, str]]
 """(priority, line) pairs in display order; lower priorities are kept first."""
@@ -167,6 +168,9 @@ def _table_lines(
 
 
 _ERROR_LEVELS = ("FATAL", "CRITICAL", "ERROR")
+_GROUPED_LEVELS = (*_ERROR_LEVELS, "WARN")
+#: The most lines naming an identifier or a URL a log's digest keeps.
+_LOG_KEY_LINES = 8
 
 
 def _log_lines(
@@ -195,11 +199,34 @@ def _log_lines(
         for n, index in found[:200]:
             text = f"{n:,}x, last at line {index + 1:,}: {clip(lines_in[index], width)}"
             out.append((2 if is_error else 4, text))
-    # The first and last lines, then as many more from both ends as the room allows (the
-    # room is the caller's: a digest of an unread result may have most of the window).
+    out += _log_key_lines(lines_in, levels, {index for _n, index in groups.values()}, width)
+    out += _log_ends(lines_in, max_chars - sum(len(text) + 1 for _, text in out) - 200, width)
+    return what, out
+
+
+def _log_key_lines(
+    lines_in: list[str], levels: list[str | None], grouped: set[int], width: int
+) -> Lines:
+    """The lines that name an identifier or a URL, wherever they are (a plain text's digest
+    keeps its key lines too): a build's one line of a ticket, a key or an artifact's URL
+    is no error, and a head-and-tail view drops it with the middle."""
+    line_at: dict[str, int] = {}
+    for index, line in enumerate(lines_in):
+        line_at.setdefault(line.strip()[:200], index)
+    out: Lines = []
+    for keyed in key_lines("\n".join(lines_in), limit=_LOG_KEY_LINES, width=200):
+        at = line_at.get(keyed, -1)
+        if at >= 0 and at not in grouped and levels[at] not in _GROUPED_LEVELS:
+            out.append((2, f"line {at + 1:,}: {clip(lines_in[at], width)}"))
+    return out
+
+
+def _log_ends(lines_in: list[str], spare: int, width: int) -> Lines:
+    """The first and last lines, then as many more from both ends as ``spare`` characters
+    allow (the room is the caller's: a digest of an unread result may have most of the
+    window)."""
     n = len(lines_in)
     last = max(0, n - 3)
-    spare = max_chars - sum(len(text) + 1 for _, text in out) - 200
     head: Lines = []
     tail: Lines = []
     i, j = 0, last - 1
@@ -218,10 +245,8 @@ def _log_lines(
             spare -= len(line) + 1
             tail.insert(0, (6, line))
             j -= 1
-    out += head + tail
-    for at in range(last, n):
-        out.append((3, f"line {at + 1:,}: {clip(lines_in[at], width)}"))
-    return what, out
+    ends: Lines = [(3, f"line {at + 1:,}: {clip(lines_in[at], width)}") for at in range(last, n)]
+    return [*head, *tail, *ends]
 
 
 def describe(kind: str, payload: Any, max_chars: int) -> tuple[str | None, Lines]:

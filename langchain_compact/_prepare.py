@@ -25,8 +25,9 @@ from langchain_compact._compaction_phases import expected_bound, premerge_steps
 from langchain_compact._compaction_plan import (
     Plan,
     plan_compaction,
-    restore_originals,
+    read_for_summary,
     summarizer_input,
+    summary_in_parts,
 )
 from langchain_compact._fingerprint import is_placeholder_of, message_key
 from langchain_compact._ops import (
@@ -171,6 +172,9 @@ class Prepared:
     merged_ids: list[str] = field(default_factory=list)
     merged_by_model: bool = False
     """Whether the summarizer wrote ``merged`` (else it was joined and condensed locally)."""
+    calls: int = 0
+    """Summarizer calls the summary took (one per part of the span's originals a request
+    could hold; :func:`~langchain_compact._compaction_plan.summary_in_parts`)."""
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict, for graph state and checkpoints."""
@@ -233,10 +237,11 @@ def prepare_steps(
     bound = max(full // 2, expected_bound(messages, at_trigger, config, counter, tools))
     rooms = config.budget
     budget = 0 if rooms is None else rooms.restore(counter(span), bound)
+    read = span
     if archive is None:
         # What the trigger will read: by then micro-compaction has cleared these read
         # results, and without an archive nothing restores them for the summarizer.
-        restored = clear_tool_results(
+        read = clear_tool_results(
             span,
             keep=0,
             min_chars=config.micro_min_chars,
@@ -244,9 +249,10 @@ def prepare_steps(
             archived=False,
             counter=counter,
         )
-    else:
-        restored = yield from restore_originals(span, archive, thread_id, budget, counter)
-    readable = summarizer_input(summarizer, plan.head, span, restored)
+    reading = yield from read_for_summary(
+        summarizer, read, archive, thread_id, config, bound, counter, budget
+    )
+    readable = summarizer_input(summarizer, plan.head, span, reading.readable)
     ids, keys = _keys(plan.span)
     record = Prepared(
         text="",
@@ -258,14 +264,28 @@ def prepare_steps(
         summarizer=type(summarizer).__name__,
         input_messages=len(readable),
     )
-    outcome = yield SummarizeOp(summarizer, readable, bound, config.summarizer_timeout)
-    try:
-        if outcome.error is not None:
-            raise outcome.error
-        text = check_summary_text(outcome.value, bound)
-    except Exception as exc:
-        reason = f"{type(exc).__name__}: {exc}"
-        return Prepared(**{**record.as_dict(), "failed": reason, "errors": [reason]})
+    if reading.parts is not None:
+        # The originals of the whole span, in as many calls as the window needs.
+        written, errors, calls = yield from summary_in_parts(
+            summarizer, reading, config, bound, attempts=1
+        )
+        if written is None:
+            return Prepared(
+                **{**record.as_dict(), "failed": errors[-1], "errors": errors, "calls": calls}
+            )
+        text = written
+    else:
+        calls = 1
+        outcome = yield SummarizeOp(summarizer, readable, bound, config.summarizer_timeout)
+        try:
+            if outcome.error is not None:
+                raise outcome.error
+            text = check_summary_text(outcome.value, bound)
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            return Prepared(
+                **{**record.as_dict(), "failed": reason, "errors": [reason], "calls": calls}
+            )
     merged_ids, merged, by_model = yield from premerge_steps(
         plan.head, text, config, counter, summarizer
     )
@@ -276,6 +296,7 @@ def prepare_steps(
             "merged": merged,
             "merged_ids": merged_ids,
             "merged_by_model": by_model,
+            "calls": calls,
         }
     )
 

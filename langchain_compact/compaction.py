@@ -389,6 +389,7 @@ def _steps(
         counter=counter,
         tokens_before=tokens_before,
     )
+    used = prepared if use.text is not None else None  # the prepared summary this one takes
     job = Compaction(
         messages,
         use.plan,
@@ -407,10 +408,9 @@ def _steps(
         prepared_text=use.text,
         prepared_covers=use.covers,
         prepared_note=use.note,
+        prepared_calls=used.calls if used is not None else 0,
         prepared_merge=(
-            (tuple(prepared.merged_ids), prepared.merged)
-            if prepared is not None and use.text is not None and prepared.merged
-            else None
+            (tuple(used.merged_ids), used.merged) if used is not None and used.merged else None
         ),
         prepared_merge_by_model=prepared is not None and prepared.merged_by_model,
         # What the tail keeps beside the newest turn is summarised before anything else goes.
@@ -449,6 +449,7 @@ def _steps(
             prepared_text=None,
             prepared_covers=0,
             prepared_note="",
+            prepared_calls=0,
             prepared_merge=None,
             last_resort=True,
         )
@@ -460,6 +461,7 @@ def _steps(
         compacted=[*result.compacted, *second.compacted],
         removed_ids=[m.id for m in messages if m.id is not None and m.id not in kept],
         merged=result.merged + second.merged,
+        summarizer_calls=result.summarizer_calls + second.summarizer_calls,
         errors=(*result.errors, *second.errors),
         extractive_parts=tuple(dict.fromkeys([*result.extractive_parts, *second.extractive_parts])),
         prepared=result.prepared,

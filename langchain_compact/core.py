@@ -259,6 +259,7 @@ def compaction_report(result: CompactionResult) -> dict[str, Any]:
         "extractive_parts": list(result.extractive_parts),
         "compacted_messages": len(result.compacted),
         "merged_summaries": result.merged,
+        "summarizer_calls": result.summarizer_calls,
         "errors": list(result.errors),
         "prepared": result.prepared,
         "cause": str(summary_meta.get("cause", "")),
@@ -942,6 +943,7 @@ class Compactor:
                 {
                     "event": "summary_prepared",
                     "messages": len(record.span_ids),
+                    "summarizer_calls": record.calls,
                     "seconds": seconds,
                 },
                 events,

@@ -15,7 +15,8 @@ input:
 - Tables (CSV, TSV, markdown or pipe tables): row count, header, the same per-column
   statistics, first and last rows.
 - Logs (lines with levels or timestamps): line count, lines per level, the error and warning
-  lines deduplicated with counts (most frequent, then newest, first), first and last lines.
+  lines deduplicated with counts (most frequent, then newest, first), up to 8 other lines
+  that name an identifier or a URL (as the plain text's key lines), first and last lines.
 - Plain text and code: head + tail, and between them the key lines of the middle
   (identifiers and URLs as :func:`~langchain_compact._render.key_lines` finds them, error
   lines, definitions, labelled numbers).

@@ -44,11 +44,13 @@ from langchain_compact._render import (
 from langchain_compact.budget import OBSERVATION_CHARS
 from langchain_compact.config import DEFAULT_SUMMARY_MAX_TOKENS
 from langchain_compact.errors import ConfigError, SummarizerError
-from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of
+from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, get_meta, kind_of, with_meta
 from langchain_compact.tokens import approximate_tokens
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
+    "MESSAGE_CHARS",
+    "ROLLING_INSTRUCTIONS",
     "SUMMARIZER_TAG",
     "ExtractiveSummarizer",
     "LLMSummarizer",
@@ -57,9 +59,12 @@ __all__ = [
     "dense_merge",
     "fidelity_supplement",
     "focused",
+    "is_running_summary",
     "merger",
     "over_bound",
     "resolve_summarizer",
+    "running_summary",
+    "running_text",
 ]
 
 SUMMARIZER_TAG = "langchain_compact:summarizer"
@@ -116,6 +121,46 @@ def focus_instructions(focus: str) -> str:
 #: A sentence: up to a full stop that ends it (one followed by a space or the end; the dot
 #: of ``report.md`` or ``v2.1`` does not end a sentence).
 _SENTENCE_RE = re.compile(r"(?:[^.!?。！？\n]|[.!?](?=[^\s.!?]))+[.!?。！？]?")
+
+
+MESSAGE_CHARS = 6_000
+"""The most characters of one message an :class:`LLMSummarizer` request shows (a longer
+one is shown as its head and tail). A compaction never hands it a longer one: it splits a
+long original into parts of at most this size, read in turn (:func:`running_summary`)."""
+
+ROLLING_INSTRUCTIONS = (
+    "The conversation is too long for one request, so you read it in parts. "
+    "<summary_so_far> is your summary of the parts before this one: your new summary "
+    "replaces it and the part below, so carry forward EVERY fact, value, identifier, "
+    "constraint and decision it states, verbatim, and add those of the part below."
+)
+"""What an :class:`LLMSummarizer` is told when its request starts with the summary of the
+parts of the span it read before (:func:`running_summary`)."""
+
+_RUNNING_HEADER = "[Summary of the earlier part of this conversation; carry every fact forward]"
+
+
+def running_summary(text: str) -> BaseMessage:
+    """The message that hands a summarizer what it wrote of the parts of a span read
+    before: the first message of the next part's request, so the summary of the last part
+    is the summary of the whole span (a rolling summary). An :class:`LLMSummarizer` shows it
+    as ``<summary_so_far>``; another summarizer reads it as a user message.
+
+    Example:
+        >>> is_running_summary(running_summary("- a = 1")), running_text(running_summary("x"))
+        (True, 'x')
+    """
+    return with_meta(HumanMessage(f"{_RUNNING_HEADER}\n{text}"), kind=KIND_SUMMARY, running=True)
+
+
+def is_running_summary(message: BaseMessage) -> bool:
+    """Whether ``message`` is a :func:`running_summary`."""
+    return kind_of(message) == KIND_SUMMARY and get_meta(message).get("running") is True
+
+
+def running_text(message: BaseMessage) -> str:
+    """The summary text a :func:`running_summary` hands on."""
+    return message_text(message).removeprefix(_RUNNING_HEADER).lstrip("\n")
 
 
 @runtime_checkable
@@ -243,11 +288,18 @@ class LLMSummarizer:
                 "only: tool calls are refused."
             )
             return [*prefix, *messages, HumanMessage(ask)]
-        transcript = render_transcript(messages, max_chars_per_message=6_000)
+        earlier = ""
+        if messages and is_running_summary(messages[0]):
+            # One part of a long span: the summary of the parts before it comes first, and
+            # the summary written now replaces both (read_in_parts).
+            earlier = f"<summary_so_far>\n{running_text(messages[0])}\n</summary_so_far>\n\n"
+            instructions = f"{instructions}\n\n{ROLLING_INSTRUCTIONS}"
+            messages = messages[1:]
+        transcript = render_transcript(messages, max_chars_per_message=MESSAGE_CHARS)
         return [
             SystemMessage(instructions),
             HumanMessage(
-                f"<conversation>\n{transcript}\n</conversation>\n\nWrite the summary now."
+                f"{earlier}<conversation>\n{transcript}\n</conversation>\n\nWrite the summary now."
             ),
         ]
 

@@ -7,6 +7,7 @@ Nothing here asserts; tests compare what these helpers record with independent f
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -275,6 +276,36 @@ class ScriptedChatModel(BaseChatModel):
             if run_manager is not None:
                 run_manager.on_llm_new_token(text, chunk=chunk)
             yield chunk
+
+
+class KeepsWhatItIsShown(BaseChatModel):
+    """A summarizer model that keeps every fact line it is shown (each match of
+    ``pattern`` in the request's text, by default ``RESULT step=K value=V``), as a good
+    summarizer would, and nothing else but its ``preface``; ``requests`` records every
+    request."""
+
+    pattern: str = r"RESULT step=\d+ value=\d+"
+    preface: str = ""
+    """A line of summary before the facts (none by default)."""
+    requests: Annotated[list[list[BaseMessage]], SkipValidation()] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "keeps-what-it-is-shown"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.requests.append(list(messages))
+        text = "\n".join(m.text for m in messages)
+        facts = dict.fromkeys(re.findall(self.pattern, text))
+        lines = "\n".join(f"- {f}" for f in facts) or "- nothing yet"
+        reply = AIMessage(f"{self.preface}\n{lines}" if self.preface else lines)
+        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 # ----------------------------------------------------------------------------- graphs

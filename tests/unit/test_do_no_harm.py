@@ -7,14 +7,12 @@ models, and checks what the model actually received.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from _scenarios import MemoryArchive, ScriptedChatModel
-from langchain_core.language_models import BaseChatModel
+from _scenarios import KeepsWhatItIsShown, MemoryArchive, ScriptedChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -260,23 +258,6 @@ def test_twelve_turns_of_3100_tokens_in_an_8k_window_finish(via: str) -> None:
 
 
 # --------------------------------------------------------------------------- facts
-
-
-class KeepsWhatItIsShown(BaseChatModel):
-    """A summarizer model that keeps every fact line it is shown (``RESULT ...`` and
-    ``step K = V``), as a good summarizer would, and nothing else."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "keeps-what-it-is-shown"
-
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, **kw: Any) -> Any:
-        from langchain_core.outputs import ChatGeneration, ChatResult
-
-        text = "\n".join(m.text for m in messages)
-        facts = dict.fromkeys(re.findall(r"RESULT step=\d+ value=\d+", text))
-        reply = AIMessage("\n".join(f"- {f}" for f in facts) or "- nothing yet")
-        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 def run_tool_only(window: int, summarizer: Any) -> Any:
