@@ -80,6 +80,27 @@ SERVER_FLAGS = (
 )  # fmt: skip
 
 
+#: How the server is started: ``python -m llama_cpp.server`` with llama.cpp's extra CPU
+#: buffer types off (``use_extra_bufts=False``, llama.cpp's ``--no-repack``, which
+#: llama-cpp-python's server has no flag for). On a CPU that reports AMX (this project's
+#: machines do) a build with ``GGML_NATIVE`` repacks the weights for AMX tiles, and the first
+#: decode then dies with SIGSEGV (llama-cpp-python 0.3.36; the server drops the connection
+#: and every later request is refused). Without the repack the same weights run on the
+#: AVX-512 kernels. ``tests/integration/conftest.py`` starts its server the same way.
+SERVER_ENTRY = (
+    sys.executable,
+    "-c",
+    "import runpy, llama_cpp.llama_cpp as c\n"
+    "default = c.llama_model_default_params\n"
+    "def no_repack():\n"
+    "    params = default()\n"
+    "    params.use_extra_bufts = False\n"
+    "    return params\n"
+    "c.llama_model_default_params = no_repack\n"
+    "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n",
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Server:
     base_url: str
@@ -141,7 +162,7 @@ def llama_server() -> Iterator[Server]:
         )
         log_path = Path(workdir) / "server.log"
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
+            *SERVER_ENTRY,
             "--model", str(model_path),
             "--host", "127.0.0.1",
             "--port", str(port),

@@ -30,7 +30,6 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -42,7 +41,13 @@ import pytest
 from langchain_openai import ChatOpenAI
 
 # One copy of the server setup, shared with the benchmark scripts (python -m bench...).
-from bench._llama import CHAT_TEMPLATE, SERVER_TIMEOUT, LlamaCppChatOpenAI, _free_port
+from bench._llama import (
+    CHAT_TEMPLATE,
+    SERVER_ENTRY,
+    SERVER_TIMEOUT,
+    LlamaCppChatOpenAI,
+    _free_port,
+)
 from bench._llama import MODEL_ALIAS as SERVER_MODEL_ALIAS
 from bench._llama import N_CTX as SERVER_N_CTX
 from bench._llama import _ready as _models_ready
@@ -134,7 +139,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
     )
     # fmt: off
     cmd = [
-        sys.executable, "-m", "llama_cpp.server",
+        *SERVER_ENTRY,  # llama_cpp.server without the AMX repack (see bench/_llama.py)
         "--model", str(model_path),
         "--model_alias", SERVER_MODEL_ALIAS,
         "--host", "127.0.0.1",
