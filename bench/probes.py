@@ -57,7 +57,9 @@ from bench._probe_script import (
     script,
 )
 from bench.metrics import TruthCounter, message_texts
-from bench.peers import ADAPTERS, LABELS, Adapter, Budget, Prepared, with_usage
+from bench.peers import ADAPTERS, LABELS, Adapter, Budget, Ours, Prepared, with_usage
+from langchain_compact.graph import CompactionNodes
+from langchain_compact.summarizers import LLMSummarizer
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "probes.json"
@@ -67,6 +69,9 @@ SYSTEMS = ("ours", "lc_summarization", "deepagents")
 CHECKPOINTS = (1, 5, 10, 20)
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"window": 4096, "checkpoints": CHECKPOINTS, "log_chars": 4000, "max_turns": 400},
+    # The full checkpoints in the smoke size's window and logs: about half the prompt of
+    # every summarizer and probe call, for a slow (shared 2-core) machine.
+    "reduced": {"window": 2048, "checkpoints": CHECKPOINTS, "log_chars": 1600, "max_turns": 200},
     "smoke": {"window": 2048, "checkpoints": (1, 2), "log_chars": 1600, "max_turns": 40},
 }
 
@@ -84,10 +89,21 @@ class DropAll(Adapter):
 LABELS_ALL = {**LABELS, "drop_all": "control: drops the whole history"}
 
 
-def _adapter(name: str, budget: Budget, summary_model: BaseChatModel) -> Adapter:
+def _adapter(
+    name: str, budget: Budget, summary_model: BaseChatModel, timeout: float | None = None
+) -> Adapter:
     if name == "drop_all":
         return DropAll(budget, summary_model)  # type: ignore[arg-type]
-    return ADAPTERS[name](budget, summary_model)  # type: ignore[arg-type]
+    adapter = ADAPTERS[name](budget, summary_model)  # type: ignore[arg-type]
+    if timeout is not None and isinstance(adapter, Ours):
+        # The peers wait for their summarizer as long as the server takes; ours gives up
+        # after ``summarizer_timeout`` (120 s by default) and falls back to extractive,
+        # which on a slow local server would measure the machine, not the summaries.
+        adapter.config = adapter.config.replace(summarizer_timeout=timeout)
+        adapter.nodes = CompactionNodes(
+            config=adapter.config, summarizer=LLMSummarizer(summary_model), archive=None
+        )
+    return adapter
 
 
 def context_text(messages: Sequence[BaseMessage]) -> str:
@@ -107,13 +123,14 @@ def run_system(
     log_chars: int,
     max_turns: int,
     seed: int = 0,
+    summarizer_timeout: float | None = None,
 ) -> dict[str, Any]:
     """One scripted run of system ``name``, probed after each checkpoint's compaction."""
     truth = TruthCounter()
     rng = random.Random(seed)
     plant = Plant.draw(rng)
     budget = Budget(window)
-    adapter = _adapter(name, budget, summary_model)
+    adapter = _adapter(name, budget, summary_model, summarizer_timeout)
     prepared = adapter.prepare(opening())
     turns = script(plant, rng, log_chars=log_chars)
     compactions, turn, peak = 0, 0, 0
@@ -236,7 +253,8 @@ def table(result: dict[str, Any]) -> str:
     s = result["settings"]
     return (
         f"- **Probes** (`{result['command']}`, writes `bench/results/probes.json`; model: "
-        f"{result['model']}; {s['window']:,}-token window, trigger 0.75 x window, "
+        f"{result['model']}; size {s.get('size', 'full')}: {s['window']:,}-token window, "
+        "trigger 0.75 x window, "
         f"{s['log_chars']:,}-character log results, seed {s['seed']}, "
         f"{result['seconds']:.0f} s): a scripted run (tool calls and results from a "
         "generator) with a value in a log, two files changed, the next step, a decision and "
@@ -288,6 +306,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--answer-tokens", type=int, default=48)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--summarizer-timeout",
+        type=float,
+        help="seconds ours waits for one summarizer call (default: the server timeout, "
+        "LC_SERVER_TIMEOUT or 600, with a server; the package default with --fake)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     settings = dict(SIZES[args.size])
@@ -306,12 +330,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     command = "python -m bench.probes " + " ".join(argv if argv is not None else sys.argv[1:])
     result: dict[str, Any] = {}
+    timeout = args.summarizer_timeout
+    if timeout is None and not args.fake:
+        from bench._llama import SERVER_TIMEOUT
+
+        timeout = SERVER_TIMEOUT
     with models(args) as (description, make_summarizer, agent):
         runs: list[dict[str, Any]] = []
         for name in systems:
             summary_model = make_summarizer()
             run = run_system(
-                name, summary_model=summary_model, agent=agent, seed=args.seed, **settings
+                name,
+                summary_model=summary_model,
+                agent=agent,
+                seed=args.seed,
+                summarizer_timeout=timeout,
+                **settings,
             )
             print(f"{name}: {run['compactions']} compactions in {run['turns']} turns, "
                   f"{run['seconds']} s", file=sys.stderr)  # fmt: skip
@@ -323,6 +357,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     **settings,
                     "checkpoints": list(settings["checkpoints"]),
                     "seed": args.seed,
+                    "size": args.size,
+                    "summarizer_timeout": timeout,
                 },
                 "seconds": round(time.perf_counter() - t0, 1),
                 "runs": runs,
