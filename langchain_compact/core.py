@@ -60,11 +60,13 @@ from langchain_compact._ops import (
     drive,
 )
 from langchain_compact._prepare import (
+    TURN_MESSAGES,
     Prepared,
     boundary_key,
     prepare_steps,
     prepares,
     repeat_turn,
+    rolls,
     usable_prefix,
 )
 from langchain_compact._refed import without_refed
@@ -845,13 +847,15 @@ class Compactor:
     ) -> bool:
         """Whether to prepare a summary now, concurrently with the model call: preparing is
         on, the call goes ahead (``decision``) with the context past ``prepare_tokens``, and
-        no usable (or failed) summary is prepared for this boundary yet."""
+        either no usable (or failed) summary is prepared for this boundary yet and the next
+        turn will likely compact, or (a model summarizer:
+        :func:`~langchain_compact._prepare.rolls`) the one prepared covers less than a
+        compaction on the next turn would take, so its newer turns are summarised beside
+        this call (:attr:`~langchain_compact._prepare.Prepared.newer`)."""
         start = self.config.prepare_tokens
         if not self.prepares or decision.action != "continue" or start is None:
             return False
         if decision.tokens < start:
-            return False
-        if not self._compaction_ahead(messages, decision.tokens):
             return False
         plan = plan_compaction(messages, self.config, self.counter, self.tools)
         if plan is None:
@@ -867,8 +871,20 @@ class Compactor:
                 config=self.config,
                 summarizer=self.summarizer,
             )
-            return covers == 0
-        return True
+            if covers:
+                # Kept up to date on every turn until the trigger, whenever it comes (the
+                # turn after the prepare point may grow less than predicted): a call over
+                # the newest turn alone, beside the model call.
+                return rolls(self.summarizer) and self._newer(messages, record)
+        return self._compaction_ahead(messages, decision.tokens)
+
+    def _newer(self, messages: Sequence[BaseMessage], record: Prepared) -> bool:
+        """Whether a compaction on the next turn takes messages after those ``record``
+        covers (the span :func:`~langchain_compact._prepare.prepare_steps` plans)."""
+        k = self.config.keep_last_n
+        ahead = self.config.replace(keep_last_n=max(0, k - TURN_MESSAGES))
+        nxt = plan_compaction(messages, ahead, self.counter, self.tools)
+        return nxt is not None and len(nxt.span) > len(record.span_ids)
 
     def _compaction_ahead(self, messages: Sequence[BaseMessage], tokens: int) -> bool:
         """Whether the next turn, growing as the newest one did, will likely end in a full
@@ -906,9 +922,11 @@ class Compactor:
         return after.action == "compact"
 
     def prepare_steps(
-        self, messages: Sequence[BaseMessage], thread_id: str
+        self, messages: Sequence[BaseMessage], thread_id: str, before: Any = None
     ) -> Generator[Op, Outcome, Prepared | None]:
-        """Summarise the span a compaction would take now, without changing anything."""
+        """Summarise the span a compaction would take now, without changing anything
+        (``before``: the record prepared earlier, brought up to date when it still covers
+        a prefix of that span: :func:`~langchain_compact._prepare.prepare_steps`)."""
         return prepare_steps(
             messages,
             config=self.config,
@@ -917,6 +935,7 @@ class Compactor:
             thread_id=thread_id,
             counter=self.counter,
             tools=self.tools,
+            before=before,
         )
 
     def _prepared(self, record: Prepared | None, started: float) -> Prepared | None:
@@ -931,6 +950,8 @@ class Compactor:
                 {
                     "event": "summary_prepared",
                     "messages": len(record.span_ids),
+                    # of them, summarised on later turns (the newer turns' update)
+                    "newer_messages": record.newer_messages,
                     "seconds": seconds,
                 }
             )
@@ -941,18 +962,23 @@ class Compactor:
             )
         return record
 
-    def prepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
+    def prepare(
+        self, messages: Sequence[BaseMessage], thread_id: str, before: Any = None
+    ) -> Prepared | None:
         """Run :meth:`prepare_steps` (I/O done synchronously)."""
         started = time.perf_counter()
         with self._learning(messages):
-            return self._prepared(drive(self.prepare_steps(messages, thread_id)), started)
+            record = drive(self.prepare_steps(messages, thread_id, before))
+            return self._prepared(record, started)
 
-    async def aprepare(self, messages: Sequence[BaseMessage], thread_id: str) -> Prepared | None:
+    async def aprepare(
+        self, messages: Sequence[BaseMessage], thread_id: str, before: Any = None
+    ) -> Prepared | None:
         """Async twin of :meth:`prepare`."""
         await self.aready()
         started = time.perf_counter()
         with self._learning(messages):
-            record = await adrive(self.prepare_steps(messages, thread_id))
+            record = await adrive(self.prepare_steps(messages, thread_id, before))
         return self._prepared(record, started)
 
     # ------------------------------------------------------------------ full compaction
