@@ -72,6 +72,9 @@ SIZES: dict[str, dict[str, Any]] = {
     # The full checkpoints in the smoke size's window and logs: about half the prompt of
     # every summarizer and probe call, for a slow (shared 2-core) machine.
     "reduced": {"window": 2048, "checkpoints": CHECKPOINTS, "log_chars": 1600, "max_turns": 200},
+    # The full checkpoints at half that window and log size again (the local llama.cpp
+    # server on a 2-core machine busy with other work: about a minute per request).
+    "tiny": {"window": 1024, "checkpoints": CHECKPOINTS, "log_chars": 800, "max_turns": 200},
     "smoke": {"window": 2048, "checkpoints": (1, 2), "log_chars": 1600, "max_turns": 40},
 }
 
@@ -206,7 +209,7 @@ def models(args: argparse.Namespace) -> Iterator[tuple[str, Any, Any]]:
             server: Any = SimpleNamespace(base_url=args.base_url, model=args.model)
             where = f"{args.model} at an OpenAI-compatible endpoint"
         else:
-            server = stack.enter_context(llama_server())
+            server = stack.enter_context(llama_server(threads=args.server_threads))
             where = f"{server.model} (q4_k_m gguf) on the local llama.cpp server"
         summarizer = chat_model(server, max_tokens=args.summary_tokens, api_key=api_key)
         agent = chat_model(server, max_tokens=args.answer_tokens, api_key=api_key)
@@ -292,6 +295,30 @@ def write_docs(result: dict[str, Any], docs: Path = DOCS) -> None:
     docs.write_text(text)
 
 
+def merge(paths: Sequence[Path], out: Path) -> dict[str, Any]:
+    """One result from several runs of the same settings (one process per system, run side
+    by side): their runs in order; ``seconds`` is the longest (the wall time)."""
+    parts = [json.loads(path.read_text()) for path in paths]
+    first = parts[0]
+    for part in parts[1:]:
+        if (part["settings"], part["model"]) != (first["settings"], first["model"]):
+            raise SystemExit(f"cannot merge runs of other settings or models: {paths}")
+    result = {
+        **first,
+        "command": " ; ".join(part["command"] for part in parts) + " (side by side), then "
+        "python -m bench.probes --merge",
+        "seconds": max(part["seconds"] for part in parts),
+        "runs": [run for part in parts for run in part["runs"]],
+        "complete": all(part.get("complete", True) for part in parts),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    if out == RESULTS:
+        write_docs(result)
+    print(table(result))
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m bench.probes", description=__doc__)
     parser.add_argument("--fake", action="store_true", help="offline fact-keeping models")
@@ -307,13 +334,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--server-threads", type=int, help="threads of the local llama.cpp server (default 2)"
+    )
+    parser.add_argument(
         "--summarizer-timeout",
         type=float,
         help="seconds ours waits for one summarizer call (default: the server timeout, "
         "LC_SERVER_TIMEOUT or 600, with a server; the package default with --fake)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="write --out (and the docs table) from these results instead of running: one "
+        "run per system, e.g. run as parallel processes with --systems NAME each",
+    )
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out)
     settings = dict(SIZES[args.size])
     if args.window:
         settings["window"] = args.window
