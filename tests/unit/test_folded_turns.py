@@ -19,7 +19,8 @@ from pydantic import Field, SkipValidation
 from langchain_compact import CompactionConfig
 from langchain_compact._prepare import Prepared, boundary_key
 from langchain_compact.graph import CompactionNodes
-from langchain_compact.markers import KIND_SUMMARY, kind_of
+from langchain_compact.lcel import MessageCompactor
+from langchain_compact.markers import KIND_SUMMARY, get_meta, kind_of
 from langchain_compact.summarizers import LLMSummarizer
 
 RUN: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 500}
@@ -121,3 +122,31 @@ def test_a_failed_update_folds_key_lines_and_the_event_names_them() -> None:
         assert "newer turns" in report["extractive_parts"], report
     assert not any(r is not None and r.newer_messages for r in records)
     assert len(model.requests) > len(reports)  # the updates were asked for, and refused
+
+
+def test_compact_messages_writes_the_newer_turns_with_the_model_too() -> None:
+    """The LCEL transformer prepares in a background thread; each call here waits for it
+    as a model call lasting longer than the summarizer would."""
+    model = Recorder()
+    compactor = MessageCompactor(
+        config=CompactionConfig(context_window=4000, prepare=True, micro_exclude_tools=("f",)),
+        summarizer=LLMSummarizer(model),
+    )
+    history: list[BaseMessage] = [HumanMessage("Report every value.", id="task")]
+    summaries: dict[str, Any] = {}
+    for t in range(60):
+        call = {"name": "f", "args": {"step": t}, "id": f"c{t}"}
+        text = f"RESULT step={t} value={100_000 + 7 * t}\n" + "log line alpha beta\n" * LINES[t % 3]
+        history.append(AIMessage("", tool_calls=[call], id=f"a{t}"))
+        history.append(ToolMessage(text, tool_call_id=f"c{t}", name="f", id=f"r{t}"))
+        out = compactor(list(history))
+        for job in list(compactor._preparing.values()):
+            job.result()
+        summaries.update({str(m.id): m for m in out if kind_of(m) == KIND_SUMMARY})
+    written = [str(get_meta(m).get("summarizer")) for m in summaries.values()]
+    prepared = [w for w in written if "(prepared)" in w]
+    assert prepared, written
+    # no prepared summary had key lines folded in (main: "LLMSummarizer (prepared) +
+    # ExtractiveSummarizer"), and one holds the model's summary of the newer turns
+    assert all(w == "LLMSummarizer (prepared)" for w in prepared), written
+    assert any("Since then:\n- " + MARK in m.text for m in summaries.values())
