@@ -35,7 +35,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -127,8 +127,10 @@ def run_system(
     max_turns: int,
     seed: int = 0,
     summarizer_timeout: float | None = None,
+    on_point: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """One scripted run of system ``name``, probed after each checkpoint's compaction."""
+    """One scripted run of system ``name``, probed after each checkpoint's compaction
+    (``on_point`` gets the run as it stands after each: a stopped run keeps those)."""
     truth = TruthCounter()
     rng = random.Random(seed)
     plant = Plant.draw(rng)
@@ -141,6 +143,23 @@ def run_system(
     stop = ""
     t0 = time.perf_counter()
     want = sorted(set(checkpoints))
+
+    def record(*, partial: bool) -> dict[str, Any]:
+        return {
+            "system": name,
+            "label": LABELS_ALL[name],
+            "checkpoints": list(points),
+            "not_reached": list(want),
+            "turns": turn,
+            "compactions": compactions,
+            "summarizer_calls": len(summary_model.log),  # type: ignore[attr-defined]
+            "peak_context_tokens": peak,
+            "stop_reason": stop,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "plant": plant.__dict__,
+            **({"partial": True} if partial else {}),
+        }
+
     while want and turn < max_turns:
         reply, arrived = next(turns)
         adapter.observe(with_usage(reply, prepared.model_input, truth))
@@ -172,19 +191,9 @@ def run_system(
         points.append(
             {"compactions": compactions, "turn": turn, "context_tokens": tokens, "probes": probes}
         )
-    return {
-        "system": name,
-        "label": LABELS_ALL[name],
-        "checkpoints": points,
-        "not_reached": want,
-        "turns": turn,
-        "compactions": compactions,
-        "summarizer_calls": len(summary_model.log),  # type: ignore[attr-defined]
-        "peak_context_tokens": peak,
-        "stop_reason": stop,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "plant": plant.__dict__,
-    }
+        if on_point is not None and want:
+            on_point(record(partial=True))
+    return record(partial=False)
 
 
 # --------------------------------------------------------------------------- models
@@ -249,7 +258,8 @@ def table(result: dict[str, Any]) -> str:
     head = ["system", *fact_kinds, *(f"constraints after {k}" for k in ks), "turns", "summaries"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for run in result["runs"]:
-        cells = [run["label"], *(_mean(run, kind) for kind in fact_kinds)]
+        label = run["label"] + (" (stopped early)" if run.get("partial") else "")
+        cells = [label, *(_mean(run, kind) for kind in fact_kinds)]
         cells += [_cell(run, k, "constraints") for k in ks]
         cells += [str(run["turns"]), str(run["summarizer_calls"])]
         rows.append("| " + " | ".join(cells) + " |")
@@ -272,8 +282,9 @@ def table(result: dict[str, Any]) -> str:
         + (
             ""
             if result.get("complete", True)
-            else " The run was stopped before every system it was asked for had run; the "
-            "rows are the systems that finished."
+            else " The run was stopped before every system it was asked for had finished: "
+            "a row marked stopped early has the checkpoints it reached (n/r: not reached "
+            "before the stop)."
         )
         + "\n\n"
         + "\n".join(rows)
@@ -377,19 +388,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         timeout = SERVER_TIMEOUT
     with models(args) as (description, make_summarizer, agent):
         runs: list[dict[str, Any]] = []
-        for name in systems:
-            summary_model = make_summarizer()
-            run = run_system(
-                name,
-                summary_model=summary_model,
-                agent=agent,
-                seed=args.seed,
-                summarizer_timeout=timeout,
-                **settings,
-            )
-            print(f"{name}: {run['compactions']} compactions in {run['turns']} turns, "
-                  f"{run['seconds']} s", file=sys.stderr)  # fmt: skip
-            runs.append(run)
+
+        def save(done: list[dict[str, Any]]) -> dict[str, Any]:
             result = {
                 "command": command.strip(),
                 "model": description,
@@ -401,14 +401,32 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     "summarizer_timeout": timeout,
                 },
                 "seconds": round(time.perf_counter() - t0, 1),
-                "runs": runs,
-                "complete": len(runs) == len(systems),
+                "runs": done,
+                "complete": len(done) == len(systems) and not any(r.get("partial") for r in done),
             }
-            # written after every system, so a long run that is stopped keeps what it measured
+            # written after every checkpoint, so a long run that is stopped keeps what it
+            # measured (a run still going is marked "partial")
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(result, indent=1) + "\n")
             if args.out == RESULTS:
                 write_docs(result)
+            return result
+
+        for name in systems:
+            summary_model = make_summarizer()
+            run = run_system(
+                name,
+                summary_model=summary_model,
+                agent=agent,
+                seed=args.seed,
+                summarizer_timeout=timeout,
+                on_point=lambda partial: save([*runs, partial]),
+                **settings,
+            )
+            print(f"{name}: {run['compactions']} compactions in {run['turns']} turns, "
+                  f"{run['seconds']} s", file=sys.stderr)  # fmt: skip
+            runs.append(run)
+            result = save(runs)
     print(table(result))
     return result
 
