@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -316,8 +317,8 @@ def merge(paths: Sequence[Path], out: Path) -> dict[str, Any]:
             raise SystemExit(f"cannot merge runs of other settings or models: {paths}")
     result = {
         **first,
-        "command": " ; ".join(part["command"] for part in parts) + " (side by side), then "
-        "python -m bench.probes --merge",
+        "command": " ; ".join(re.sub(r" --out \S+", "", part["command"]) for part in parts)
+        + " (side by side, each with --out), then python -m bench.probes --merge",
         "seconds": max(part["seconds"] for part in parts),
         "runs": [run for part in parts for run in part["runs"]],
         "complete": all(part.get("complete", True) for part in parts),
