@@ -150,8 +150,16 @@ def _ready(base_url: str) -> bool:
 
 
 @contextlib.contextmanager
-def llama_server() -> Iterator[Server]:
-    """Run the server on a free loopback port for the duration of the ``with`` block."""
+def llama_server(threads: int | None = None) -> Iterator[Server]:
+    """Run the server on a free loopback port for the duration of the ``with`` block.
+
+    ``threads``: instead of the fixture's 2 (``--n_threads``, ``--n_threads_batch``). On a
+    machine whose 2 cores are busy with other work, one thread is several times faster:
+    two threads wait for each other at every barrier whenever one of them is descheduled."""
+    flags = list(SERVER_FLAGS)
+    if threads is not None:
+        for name in ("--n_threads", "--n_threads_batch"):
+            flags[flags.index(name) + 1] = str(threads)
     model_path = gguf_path()
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -167,7 +175,7 @@ def llama_server() -> Iterator[Server]:
             "--host", "127.0.0.1",
             "--port", str(port),
             "--hf_tokenizer_config_path", str(config),
-            *SERVER_FLAGS,
+            *flags,
         ]  # fmt: skip
         t0 = time.monotonic()
         with log_path.open("wb") as log:

@@ -33,9 +33,10 @@ import contextlib
 import json
 import os
 import random
+import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -57,7 +58,9 @@ from bench._probe_script import (
     script,
 )
 from bench.metrics import TruthCounter, message_texts
-from bench.peers import ADAPTERS, LABELS, Adapter, Budget, Prepared, with_usage
+from bench.peers import ADAPTERS, LABELS, Adapter, Budget, Ours, Prepared, with_usage
+from langchain_compact.graph import CompactionNodes
+from langchain_compact.summarizers import LLMSummarizer
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "probes.json"
@@ -67,6 +70,12 @@ SYSTEMS = ("ours", "lc_summarization", "deepagents")
 CHECKPOINTS = (1, 5, 10, 20)
 SIZES: dict[str, dict[str, Any]] = {
     "full": {"window": 4096, "checkpoints": CHECKPOINTS, "log_chars": 4000, "max_turns": 400},
+    # The full checkpoints in the smoke size's window and logs: about half the prompt of
+    # every summarizer and probe call, for a slow (shared 2-core) machine.
+    "reduced": {"window": 2048, "checkpoints": CHECKPOINTS, "log_chars": 1600, "max_turns": 200},
+    # The full checkpoints at half that window and log size again (the local llama.cpp
+    # server on a 2-core machine busy with other work: about a minute per request).
+    "tiny": {"window": 1024, "checkpoints": CHECKPOINTS, "log_chars": 800, "max_turns": 200},
     "smoke": {"window": 2048, "checkpoints": (1, 2), "log_chars": 1600, "max_turns": 40},
 }
 
@@ -84,10 +93,21 @@ class DropAll(Adapter):
 LABELS_ALL = {**LABELS, "drop_all": "control: drops the whole history"}
 
 
-def _adapter(name: str, budget: Budget, summary_model: BaseChatModel) -> Adapter:
+def _adapter(
+    name: str, budget: Budget, summary_model: BaseChatModel, timeout: float | None = None
+) -> Adapter:
     if name == "drop_all":
         return DropAll(budget, summary_model)  # type: ignore[arg-type]
-    return ADAPTERS[name](budget, summary_model)  # type: ignore[arg-type]
+    adapter = ADAPTERS[name](budget, summary_model)  # type: ignore[arg-type]
+    if timeout is not None and isinstance(adapter, Ours):
+        # The peers wait for their summarizer as long as the server takes; ours gives up
+        # after ``summarizer_timeout`` (120 s by default) and falls back to extractive,
+        # which on a slow local server would measure the machine, not the summaries.
+        adapter.config = adapter.config.replace(summarizer_timeout=timeout)
+        adapter.nodes = CompactionNodes(
+            config=adapter.config, summarizer=LLMSummarizer(summary_model), archive=None
+        )
+    return adapter
 
 
 def context_text(messages: Sequence[BaseMessage]) -> str:
@@ -107,13 +127,16 @@ def run_system(
     log_chars: int,
     max_turns: int,
     seed: int = 0,
+    summarizer_timeout: float | None = None,
+    on_point: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """One scripted run of system ``name``, probed after each checkpoint's compaction."""
+    """One scripted run of system ``name``, probed after each checkpoint's compaction
+    (``on_point`` gets the run as it stands after each: a stopped run keeps those)."""
     truth = TruthCounter()
     rng = random.Random(seed)
     plant = Plant.draw(rng)
     budget = Budget(window)
-    adapter = _adapter(name, budget, summary_model)
+    adapter = _adapter(name, budget, summary_model, summarizer_timeout)
     prepared = adapter.prepare(opening())
     turns = script(plant, rng, log_chars=log_chars)
     compactions, turn, peak = 0, 0, 0
@@ -121,6 +144,23 @@ def run_system(
     stop = ""
     t0 = time.perf_counter()
     want = sorted(set(checkpoints))
+
+    def record(*, partial: bool) -> dict[str, Any]:
+        return {
+            "system": name,
+            "label": LABELS_ALL[name],
+            "checkpoints": list(points),
+            "not_reached": list(want),
+            "turns": turn,
+            "compactions": compactions,
+            "summarizer_calls": len(summary_model.log),  # type: ignore[attr-defined]
+            "peak_context_tokens": peak,
+            "stop_reason": stop,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "plant": plant.__dict__,
+            **({"partial": True} if partial else {}),
+        }
+
     while want and turn < max_turns:
         reply, arrived = next(turns)
         adapter.observe(with_usage(reply, prepared.model_input, truth))
@@ -152,19 +192,9 @@ def run_system(
         points.append(
             {"compactions": compactions, "turn": turn, "context_tokens": tokens, "probes": probes}
         )
-    return {
-        "system": name,
-        "label": LABELS_ALL[name],
-        "checkpoints": points,
-        "not_reached": want,
-        "turns": turn,
-        "compactions": compactions,
-        "summarizer_calls": len(summary_model.log),  # type: ignore[attr-defined]
-        "peak_context_tokens": peak,
-        "stop_reason": stop,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "plant": plant.__dict__,
-    }
+        if on_point is not None and want:
+            on_point(record(partial=True))
+    return record(partial=False)
 
 
 # --------------------------------------------------------------------------- models
@@ -189,7 +219,7 @@ def models(args: argparse.Namespace) -> Iterator[tuple[str, Any, Any]]:
             server: Any = SimpleNamespace(base_url=args.base_url, model=args.model)
             where = f"{args.model} at an OpenAI-compatible endpoint"
         else:
-            server = stack.enter_context(llama_server())
+            server = stack.enter_context(llama_server(threads=args.server_threads))
             where = f"{server.model} (q4_k_m gguf) on the local llama.cpp server"
         summarizer = chat_model(server, max_tokens=args.summary_tokens, api_key=api_key)
         agent = chat_model(server, max_tokens=args.answer_tokens, api_key=api_key)
@@ -229,14 +259,16 @@ def table(result: dict[str, Any]) -> str:
     head = ["system", *fact_kinds, *(f"constraints after {k}" for k in ks), "turns", "summaries"]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for run in result["runs"]:
-        cells = [run["label"], *(_mean(run, kind) for kind in fact_kinds)]
+        label = run["label"] + (" (stopped early)" if run.get("partial") else "")
+        cells = [label, *(_mean(run, kind) for kind in fact_kinds)]
         cells += [_cell(run, k, "constraints") for k in ks]
         cells += [str(run["turns"]), str(run["summarizer_calls"])]
         rows.append("| " + " | ".join(cells) + " |")
     s = result["settings"]
     return (
         f"- **Probes** (`{result['command']}`, writes `bench/results/probes.json`; model: "
-        f"{result['model']}; {s['window']:,}-token window, trigger 0.75 x window, "
+        f"{result['model']}; size {s.get('size', 'full')}: {s['window']:,}-token window, "
+        "trigger 0.75 x window, "
         f"{s['log_chars']:,}-character log results, seed {s['seed']}, "
         f"{result['seconds']:.0f} s): a scripted run (tool calls and results from a "
         "generator) with a value in a log, two files changed, the next step, a decision and "
@@ -251,8 +283,9 @@ def table(result: dict[str, Any]) -> str:
         + (
             ""
             if result.get("complete", True)
-            else " The run was stopped before every system it was asked for had run; the "
-            "rows are the systems that finished."
+            else " The run was stopped before every system it was asked for had finished: "
+            "a row marked stopped early has the checkpoints it reached (n/r: not reached "
+            "before the stop)."
         )
         + "\n\n"
         + "\n".join(rows)
@@ -274,6 +307,30 @@ def write_docs(result: dict[str, Any], docs: Path = DOCS) -> None:
     docs.write_text(text)
 
 
+def merge(paths: Sequence[Path], out: Path) -> dict[str, Any]:
+    """One result from several runs of the same settings (one process per system, run side
+    by side): their runs in order; ``seconds`` is the longest (the wall time)."""
+    parts = [json.loads(path.read_text()) for path in paths]
+    first = parts[0]
+    for part in parts[1:]:
+        if (part["settings"], part["model"]) != (first["settings"], first["model"]):
+            raise SystemExit(f"cannot merge runs of other settings or models: {paths}")
+    result = {
+        **first,
+        "command": " ; ".join(re.sub(r" --out \S+", "", part["command"]) for part in parts)
+        + " (side by side, each with --out), then python -m bench.probes --merge",
+        "seconds": max(part["seconds"] for part in parts),
+        "runs": [run for part in parts for run in part["runs"]],
+        "complete": all(part.get("complete", True) for part in parts),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    if out == RESULTS:
+        write_docs(result)
+    print(table(result))
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="python -m bench.probes", description=__doc__)
     parser.add_argument("--fake", action="store_true", help="offline fact-keeping models")
@@ -288,8 +345,27 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--answer-tokens", type=int, default=48)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--server-threads", type=int, help="threads of the local llama.cpp server (default 2)"
+    )
+    parser.add_argument(
+        "--summarizer-timeout",
+        type=float,
+        help="seconds ours waits for one summarizer call (default: the server timeout, "
+        "LC_SERVER_TIMEOUT or 600, with a server; the package default with --fake)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="write --out (and the docs table) from these results instead of running: one "
+        "run per system, e.g. run as parallel processes with --systems NAME each",
+    )
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out)
     settings = dict(SIZES[args.size])
     if args.window:
         settings["window"] = args.window
@@ -306,16 +382,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     command = "python -m bench.probes " + " ".join(argv if argv is not None else sys.argv[1:])
     result: dict[str, Any] = {}
+    timeout = args.summarizer_timeout
+    if timeout is None and not args.fake:
+        from bench._llama import SERVER_TIMEOUT
+
+        timeout = SERVER_TIMEOUT
     with models(args) as (description, make_summarizer, agent):
         runs: list[dict[str, Any]] = []
-        for name in systems:
-            summary_model = make_summarizer()
-            run = run_system(
-                name, summary_model=summary_model, agent=agent, seed=args.seed, **settings
-            )
-            print(f"{name}: {run['compactions']} compactions in {run['turns']} turns, "
-                  f"{run['seconds']} s", file=sys.stderr)  # fmt: skip
-            runs.append(run)
+
+        def save(done: list[dict[str, Any]]) -> dict[str, Any]:
             result = {
                 "command": command.strip(),
                 "model": description,
@@ -323,16 +398,36 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     **settings,
                     "checkpoints": list(settings["checkpoints"]),
                     "seed": args.seed,
+                    "size": args.size,
+                    "summarizer_timeout": timeout,
                 },
                 "seconds": round(time.perf_counter() - t0, 1),
-                "runs": runs,
-                "complete": len(runs) == len(systems),
+                "runs": done,
+                "complete": len(done) == len(systems) and not any(r.get("partial") for r in done),
             }
-            # written after every system, so a long run that is stopped keeps what it measured
+            # written after every checkpoint, so a long run that is stopped keeps what it
+            # measured (a run still going is marked "partial")
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(result, indent=1) + "\n")
             if args.out == RESULTS:
                 write_docs(result)
+            return result
+
+        for name in systems:
+            summary_model = make_summarizer()
+            run = run_system(
+                name,
+                summary_model=summary_model,
+                agent=agent,
+                seed=args.seed,
+                summarizer_timeout=timeout,
+                on_point=lambda partial: save([*runs, partial]),
+                **settings,
+            )
+            print(f"{name}: {run['compactions']} compactions in {run['turns']} turns, "
+                  f"{run['seconds']} s", file=sys.stderr)  # fmt: skip
+            runs.append(run)
+            result = save(runs)
     print(table(result))
     return result
 

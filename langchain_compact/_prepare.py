@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Generator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -26,6 +27,7 @@ from langchain_compact._compaction_plan import (
     Plan,
     plan_compaction,
     read_for_summary,
+    restore_originals,
     summarizer_input,
     summary_in_parts,
 )
@@ -36,12 +38,14 @@ from langchain_compact._ops import (
     SummarizeOp,
     summary_bound,
 )
+from langchain_compact.budget import MIN_SUMMARY_TOKENS
 from langchain_compact.config import CompactionConfig
 from langchain_compact.history import CALL_LISTS
 from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, kind_of, newest_boundary
 from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.redaction import maybe_redact
 from langchain_compact.summarizers import (
+    ExtractiveSummarizer,
     LLMSummarizer,
     Summarizer,
     check_summary_text,
@@ -52,7 +56,10 @@ from langchain_compact.tokens import TiktokenCounter, TokenCounter, precise_coun
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
 
+logger = logging.getLogger("langchain_compact")
+
 __all__ = [
+    "NEWER_HEADING",
     "Prepared",
     "Use",
     "boundary_key",
@@ -61,6 +68,7 @@ __all__ = [
     "prepare_steps",
     "prepares",
     "repeat_turn",
+    "rolls",
     "usable_prefix",
     "use_prepared",
 ]
@@ -70,6 +78,9 @@ __all__ = [
 TURN_MESSAGES = 2
 #: Appended to the tool-call ids of a simulated next turn (:func:`repeat_turn`).
 NEXT_TURN_SUFFIX = "~next"
+#: Between a prepared summary and what was summarised after it (:attr:`Prepared.newer`, and
+#: the key lines a trigger folds in locally).
+NEWER_HEADING = "\n\nSince then:\n"
 
 
 def prepares(config: CompactionConfig, summarizer: Summarizer) -> bool:
@@ -80,6 +91,15 @@ def prepares(config: CompactionConfig, summarizer: Summarizer) -> bool:
     if config.prepare is not None:
         return config.prepare
     return isinstance(summarizer, LLMSummarizer)
+
+
+def rolls(summarizer: Summarizer) -> bool:
+    """Whether a prepared summary is brought up to date on the turns after it
+    (:attr:`Prepared.newer`): for a summarizer that is not local, whose summary of the newer
+    turns the trigger would otherwise replace by their extracted key lines."""
+    return not (
+        isinstance(summarizer, ExtractiveSummarizer) or getattr(summarizer, "_local", False)
+    )
 
 
 def repeat_turn(turn: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -175,6 +195,31 @@ class Prepared:
     calls: int = 0
     """Summarizer calls the summary took (one per part of the span's originals a request
     could hold; :func:`~langchain_compact._compaction_plan.summary_in_parts`)."""
+    newer: str = ""
+    """The summarizer's summary of the span's last ``newer_messages`` messages, written on
+    the turns after ``text`` (beside those model calls: :func:`prepare_steps` given the
+    record before), so a trigger two or more turns after the summary was prepared finds
+    those turns model-written too instead of folding in their key lines."""
+    newer_messages: int = 0
+    """How many of ``span_ids`` (the last ones) ``newer`` covers."""
+
+    @property
+    def full_text(self) -> str:
+        """``text``, then ``newer`` under :data:`NEWER_HEADING`: the summary of the span."""
+        return f"{self.text}{NEWER_HEADING}{self.newer}" if self.newer else self.text
+
+    def base(self) -> Prepared:
+        """The record without its update (``newer``): the summary as first prepared."""
+        if not self.newer_messages:
+            return self
+        n = len(self.span_ids) - self.newer_messages
+        return replace(
+            self,
+            span_ids=self.span_ids[:n],
+            span_keys=self.span_keys[:n],
+            newer="",
+            newer_messages=0,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict, for graph state and checkpoints."""
@@ -206,8 +251,15 @@ def prepare_steps(
     thread_id: str,
     counter: TokenCounter,
     tools: Sequence[Any] | None = None,
+    before: Any = None,
 ) -> Generator[Op, Outcome, Prepared | None]:
     """Summarise the span a compaction of ``messages`` would take now (sans-IO).
+
+    ``before``: the record prepared on an earlier turn under the same boundary. When it
+    still covers a prefix of that span (:func:`usable_prefix`) and the summarizer
+    :func:`rolls`, only the messages after it are summarised, and the record comes back
+    with that summary added (:attr:`Prepared.newer`): one call over the newest turn, beside
+    the model call, as the first summary was.
 
     The summarizer reads what it would read at the trigger: the redacted span with the
     archived originals of cleared results restored (without an archive, the span with its
@@ -224,6 +276,17 @@ def prepare_steps(
     plan = plan_compaction(messages, ahead, counter, tools)
     if plan is None:
         return None
+    earlier = Prepared.from_dict(before)
+    if earlier is not None and rolls(summarizer):
+        covers, _reason = usable_prefix(
+            earlier, messages, plan, config=config, summarizer=summarizer
+        )
+        if 0 < covers < len(plan.span):
+            return (
+                yield from _newer_steps(
+                    earlier, plan, config, summarizer, archive, thread_id, counter
+                )
+            )
     span = maybe_redact(plan.span, config.redactor)
     precise = precise_counter()
     if precise is not None and not isinstance(counter, TiktokenCounter):
@@ -237,18 +300,9 @@ def prepare_steps(
     bound = max(full // 2, expected_bound(messages, at_trigger, config, counter, tools))
     rooms = config.budget
     budget = 0 if rooms is None else rooms.restore(counter(span), bound)
-    read = span
-    if archive is None:
-        # What the trigger will read: by then micro-compaction has cleared these read
-        # results, and without an archive nothing restores them for the summarizer.
-        read = clear_tool_results(
-            span,
-            keep=0,
-            min_chars=config.micro_min_chars,
-            exclude_tools=config.micro_exclude_tools,
-            archived=False,
-            counter=counter,
-        )
+    # Without an archive, what the trigger will read: by then micro-compaction has cleared
+    # these read results, and nothing restores them for the summarizer.
+    read = span if archive is not None else _as_cleared(span, config, counter)
     reading = yield from read_for_summary(
         summarizer, read, archive, thread_id, config, bound, counter, budget
     )
@@ -299,6 +353,84 @@ def prepare_steps(
             "calls": calls,
         }
     )
+
+
+def _restored(
+    span: list[BaseMessage],
+    config: CompactionConfig,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    budget: int,
+    counter: TokenCounter,
+) -> Generator[Op, Outcome, list[BaseMessage]]:
+    """What the summarizer at the trigger will read of ``span``: with an archive, the
+    originals of cleared results restored within ``budget``; without one, the span with its
+    read results cleared, as micro-compaction will have left it."""
+    if archive is None:
+        return _as_cleared(span, config, counter)
+    return (yield from restore_originals(span, archive, thread_id, budget, counter))
+
+
+def _as_cleared(
+    span: list[BaseMessage], config: CompactionConfig, counter: TokenCounter
+) -> list[BaseMessage]:
+    """``span`` with its read results cleared, as micro-compaction will have left it by the
+    trigger (without an archive nothing restores them)."""
+    return clear_tool_results(
+        span,
+        keep=0,
+        min_chars=config.micro_min_chars,
+        exclude_tools=config.micro_exclude_tools,
+        archived=False,
+        counter=counter,
+    )
+
+
+def _newer_steps(
+    earlier: Prepared,
+    plan: Plan,
+    config: CompactionConfig,
+    summarizer: Summarizer,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    counter: TokenCounter,
+) -> Generator[Op, Outcome, Prepared]:
+    """``earlier`` brought up to ``plan.span``: the messages after the ones it covers
+    summarised by ``summarizer`` (one attempt; on a failure ``earlier`` comes back as it
+    was, and the trigger folds those messages in as key lines), within the share of the
+    bound they are of the span, as the trigger's fold would be."""
+    covered = len(earlier.span_ids)
+    rest = maybe_redact(plan.span[covered:], config.redactor)
+    share = counter(rest) / max(1, counter(plan.span))
+    used = counter_text(earlier.full_text, counter)
+    bound = max(MIN_SUMMARY_TOKENS, min(earlier.bound - used, int(earlier.bound * share)))
+    rooms = config.budget
+    budget = 0 if rooms is None else rooms.restore(counter(rest), bound)
+    restored = yield from _restored(rest, config, archive, thread_id, budget, counter)
+    readable = summarizer_input(summarizer, plan.head, rest, restored)
+    outcome = yield SummarizeOp(summarizer, readable, bound, config.summarizer_timeout)
+    try:
+        if outcome.error is not None:
+            raise outcome.error
+        text = check_summary_text(outcome.value, bound)
+    except Exception as exc:
+        logger.info("summarising the newer turns failed (%s); the trigger folds them in", exc)
+        return earlier
+    ids, keys = _keys(plan.span[covered:])
+    record = replace(
+        earlier,
+        span_ids=[*earlier.span_ids, *ids],
+        span_keys=[*earlier.span_keys, *keys],
+        newer=f"{earlier.newer}\n{text}" if earlier.newer else text,
+        newer_messages=earlier.newer_messages + len(ids),
+        input_messages=earlier.input_messages + len(readable),
+    )
+    if not earlier.merged_ids:  # the longer summary may make a merge due: prepare it too
+        merged_ids, merged, by_model = yield from premerge_steps(
+            plan.head, record.full_text, config, counter, summarizer
+        )
+        record = replace(record, merged=merged, merged_ids=merged_ids, merged_by_model=by_model)
+    return record
 
 
 def usable_prefix(
@@ -380,14 +512,28 @@ def use_prepared(
     if prepared is None:
         return Use(plan, None, 0, "")
     covers, reason = usable_prefix(prepared, messages, plan, config=config, summarizer=summarizer)
+    if covers == 0 and prepared.newer_messages:
+        # its update reaches past the span taken now (a plan with a longer tail): the
+        # summary as first prepared may still cover a prefix
+        prepared = prepared.base()
+        covers, reason = usable_prefix(
+            prepared, messages, plan, config=config, summarizer=summarizer
+        )
     if covers == 0:
         return Use(plan, None, 0, f"discarded: {reason}")
-    rest = plan.span[covers:]
+    first = covers - prepared.newer_messages  # what the first summary covers
+    rest = plan.span[first:]
     if not rest:
         return Use(plan, prepared.text, covers, "used")
-    after = tokens_before - counter(plan.span[:covers]) + counter_text(prepared.text, counter)
+    after = tokens_before - counter(plan.span[:first]) + counter_text(prepared.text, counter)
     rooms = config.budget
     if rooms is not None and after <= rooms.prepared_keeps_newer:
-        kept = Plan(head=plan.head, span=plan.span[:covers], tail=[*rest, *plan.tail])
-        return Use(kept, prepared.text, covers, f"used, {len(rest)} newer messages kept")
-    return Use(plan, prepared.text, covers, f"used + key lines of {len(rest)} newer messages")
+        kept = Plan(head=plan.head, span=plan.span[:first], tail=[*rest, *plan.tail])
+        return Use(kept, prepared.text, first, f"used, {len(rest)} newer messages kept")
+    note = "used"
+    if prepared.newer_messages:
+        note += f" + model summary of {prepared.newer_messages} newer messages"
+    left = len(plan.span) - covers
+    if left:
+        note += f" + key lines of {left} newer messages"
+    return Use(plan, prepared.full_text, covers, note)

@@ -59,11 +59,13 @@ from langchain_compact._ops import (
     drive,
 )
 from langchain_compact._prepare import (
+    TURN_MESSAGES,
     Prepared,
     boundary_key,
     prepare_steps,
     prepares,
     repeat_turn,
+    rolls,
     usable_prefix,
 )
 from langchain_compact._refed import without_refed
@@ -854,12 +856,14 @@ class Compactor:
     ) -> bool:
         """Whether to prepare a summary now, concurrently with the model call: preparing is
         on, the call goes ahead (``decision``) with the context past ``prepare_tokens``, and
-        no usable (or failed) summary is prepared for this boundary yet."""
+        either no usable (or failed) summary is prepared for this boundary yet and the next
+        turn will likely compact, or (a model summarizer:
+        :func:`~langchain_compact._prepare.rolls`) the one prepared covers less than a
+        compaction on the next turn would take, so its newer turns are summarised beside
+        this call (:attr:`~langchain_compact._prepare.Prepared.newer`)."""
         cfg = self.settings(ctx)
         start = cfg.prepare_tokens
         if not when.prepare_window(self.prepares, decision.action, decision.tokens, start):
-            return False
-        if not self._compaction_ahead(messages, decision.tokens, ctx):
             return False
         plan = plan_compaction(messages, cfg, self.counter, self.tools)
         if plan is None:
@@ -875,8 +879,21 @@ class Compactor:
                 config=cfg,
                 summarizer=self.summarizer,
             )
-            return covers == 0
-        return True
+            if covers:
+                # Kept up to date on every turn until the trigger, whenever it comes (the
+                # turn after the prepare point may grow less than predicted): a call over
+                # the newest turn alone, beside the model call.
+                return rolls(self.summarizer) and self._newer(messages, record, cfg)
+        return self._compaction_ahead(messages, decision.tokens, ctx)
+
+    def _newer(
+        self, messages: Sequence[BaseMessage], record: Prepared, cfg: CompactionConfig
+    ) -> bool:
+        """Whether a compaction on the next turn takes messages after those ``record``
+        covers (the span :func:`~langchain_compact._prepare.prepare_steps` plans)."""
+        ahead = cfg.replace(keep_last_n=max(0, cfg.keep_last_n - TURN_MESSAGES))
+        nxt = plan_compaction(messages, ahead, self.counter, self.tools)
+        return nxt is not None and len(nxt.span) > len(record.span_ids)
 
     def _compaction_ahead(
         self, messages: Sequence[BaseMessage], tokens: int, ctx: TurnContext | None
@@ -915,9 +932,16 @@ class Compactor:
         return after.action == "compact"
 
     def prepare_steps(
-        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        before: Any = None,
+        *,
+        ctx: TurnContext | None = None,
     ) -> Generator[Op, Outcome, Prepared | None]:
-        """Summarise the span a compaction would take now, without changing anything."""
+        """Summarise the span a compaction would take now, without changing anything
+        (``before``: the record prepared earlier, brought up to date when it still covers
+        a prefix of that span: :func:`~langchain_compact._prepare.prepare_steps`)."""
         return prepare_steps(
             messages,
             config=self.settings(ctx),
@@ -926,6 +950,7 @@ class Compactor:
             thread_id=thread_id,
             counter=self.counter,
             tools=self.tools,
+            before=before,
         )
 
     def _prepared(
@@ -944,6 +969,8 @@ class Compactor:
                     "event": "summary_prepared",
                     "messages": len(record.span_ids),
                     "summarizer_calls": record.calls,
+                    # of them, summarised on later turns (the newer turns' update)
+                    "newer_messages": record.newer_messages,
                     "seconds": seconds,
                 },
                 events,
@@ -956,21 +983,32 @@ class Compactor:
         return record
 
     def prepare(
-        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        before: Any = None,
+        *,
+        ctx: TurnContext | None = None,
     ) -> Prepared | None:
         """Run :meth:`prepare_steps` (I/O done synchronously)."""
         started = time.perf_counter()
         ctx = self._learning(ctx, messages)
-        return self._prepared(drive(self.prepare_steps(messages, thread_id, ctx)), started, ctx)
+        record = drive(self.prepare_steps(messages, thread_id, before, ctx=ctx))
+        return self._prepared(record, started, ctx)
 
     async def aprepare(
-        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        before: Any = None,
+        *,
+        ctx: TurnContext | None = None,
     ) -> Prepared | None:
         """Async twin of :meth:`prepare`."""
         await self.aready()
         started = time.perf_counter()
         ctx = self._learning(ctx, messages)
-        record = await adrive(self.prepare_steps(messages, thread_id, ctx))
+        record = await adrive(self.prepare_steps(messages, thread_id, before, ctx=ctx))
         return self._prepared(record, started, ctx)
 
     # ------------------------------------------------------------------ full compaction

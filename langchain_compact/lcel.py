@@ -391,12 +391,18 @@ class MessageCompactor:
         ready = running.result() if running.exception() is None else None
         return Pending(take=lambda: take(msgs, thread_id), ready=ready)
 
-    def _start_preparing(self, msgs: list[BaseMessage], thread_id: str) -> None:
+    def _start_preparing(
+        self, msgs: list[BaseMessage], thread_id: str, pending: Pending | None = None
+    ) -> None:
         """Past the prepare point, start summarising in a daemon thread (a future keyed by
-        thread and boundary); nothing waits for it before the trigger. A failure is read
-        at the trigger, which then compacts on the spot."""
+        thread and boundary; the record ``pending`` holds, if any, is brought up to date);
+        nothing waits for it before the trigger. A failure is read at the trigger, which
+        then compacts on the spot."""
         key = (thread_id, boundary_key(msgs))
-        future = in_daemon_thread("langchain-compact-prepare", self.core.prepare, msgs, thread_id)
+        before = pending.ready if pending is not None else None
+        future = in_daemon_thread(
+            "langchain-compact-prepare", self.core.prepare, msgs, thread_id, before
+        )
         with self._lock:
             self._preparing[key] = future
             self._preparing.move_to_end(key)
@@ -445,7 +451,7 @@ class MessageCompactor:
         finally:
             self._persist(thread_id, saved)
         if turn.prepare:
-            self._start_preparing(turn.messages, thread_id)
+            self._start_preparing(turn.messages, thread_id, pending)
         return out
 
     async def acompact(
@@ -464,7 +470,7 @@ class MessageCompactor:
         finally:
             await self._apersist(thread_id, saved)
         if turn.prepare:
-            self._start_preparing(turn.messages, thread_id)
+            self._start_preparing(turn.messages, thread_id, pending)
         return out
 
     def compact_now(

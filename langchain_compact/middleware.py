@@ -194,7 +194,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             run_config=config,
         )
         if turn.prepare:
-            self._start(turn.messages, thread_id)
+            self._start(turn.messages, thread_id, state.get("prepared_summary"))
         return self._update(turn, owner, state["messages"])
 
     @hook_config(can_jump_to=["end"])
@@ -213,7 +213,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         )
         if turn.prepare:
             task = asyncio.get_running_loop().create_task(
-                self.core.aprepare(list(turn.messages), thread_id)
+                self.core.aprepare(list(turn.messages), thread_id, state.get("prepared_summary"))
             )
             self._tasks[thread_id] = task
         return self._update(turn, owner, state["messages"])
@@ -354,12 +354,12 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
 
     # ------------------------------------------------------------------ preparing
 
-    def _start(self, messages: list[BaseMessage], thread_id: str) -> None:
+    def _start(self, messages: list[BaseMessage], thread_id: str, before: Any = None) -> None:
         """Prepare the summary in a daemon thread (in a copy of this context, so the
         summarizer call keeps the run's callbacks and tags) while the model is called; a
         failure reaches after_model, which logs and drops it."""
         future = in_daemon_thread(
-            "langchain-compact-prepare", self.core.prepare, list(messages), thread_id
+            "langchain-compact-prepare", self.core.prepare, list(messages), thread_id, before
         )
         with self._lock:
             self._jobs[thread_id] = future

@@ -311,7 +311,9 @@ class CompactionNodes:
         failure never fails the run: the trigger then compacts on the spot."""
         try:
             messages = self._view(state, self._owner(config))
-            record = self.core.prepare(messages, thread_id_of(config))
+            record = self.core.prepare(
+                messages, thread_id_of(config), state.get("prepared_summary")
+            )
         except Exception as exc:
             return self._prepare_failed(exc)
         return {"prepared_summary": record.as_dict() if record is not None else None}
@@ -320,7 +322,9 @@ class CompactionNodes:
         """Async twin of :meth:`prepare`."""
         try:
             messages = self._view(state, self._owner(config))
-            record = await self.core.aprepare(messages, thread_id_of(config))
+            record = await self.core.aprepare(
+                messages, thread_id_of(config), state.get("prepared_summary")
+            )
         except Exception as exc:
             return self._prepare_failed(exc)
         return {"prepared_summary": record.as_dict() if record is not None else None}
