@@ -68,10 +68,45 @@ TURNS = 150
 OUT = Path(__file__).resolve().parent / "results" / "agent_cost.json"
 
 
+#: The words of the tool results (a log or a file's listing: words, numbers, line breaks).
+WORDS = [
+    "the",
+    "of",
+    "read",
+    "file",
+    "line",
+    "value",
+    "status",
+    "found",
+    "item",
+    "record",
+    "open",
+    "close",
+    "config",
+    "server",
+    "request",
+    "returned",
+    "error",
+    "warning",
+    "user",
+    "path",
+    "module",
+    "function",
+    "test",
+    "passed",
+]
+
+
 def result_text(k: int) -> str:
-    """The ``k``-th tool result: 1,000 to 2,000 tokens (about 2 tokens a word)."""
-    tokens = 1_000 + (k * 617) % 1_001
-    return f"result {k}: " + " ".join(f"r{k}v{i}" for i in range(tokens // 2))
+    """The ``k``-th tool result: 1,000 to 2,000 o200k tokens of numbered lines."""
+    target = 1_000 + (k * 617) % 1_001
+    lines = [f"result {k}:"]
+    i = 0
+    while len(lines) * 14 < target:  # about 14 tokens a line
+        words = " ".join(WORDS[(k * 7 + i * 3 + j) % len(WORDS)] for j in range(8))
+        lines.append(f"{i}: {words} = {k * 31 + i}")
+        i += 1
+    return "\n".join(lines)
 
 
 def _tokens(messages: Sequence[BaseMessage]) -> int:
