@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,8 +185,8 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
                 reports.append((i, msg, owed))
     for i, msg, owed in reversed(reports):
         if not is_stale_report(msg, bmeta, kept):
-            usage = msg.usage_metadata or {}
-            tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            report: Mapping[str, Any] = msg.usage_metadata or {}
+            tokens = int(report.get("input_tokens", 0)) + int(report.get("output_tokens", 0))
             anchor = (i, tokens, owed)
             break
     return HistoryFacts(
