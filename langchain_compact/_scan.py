@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +139,11 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
     pinned, first_human = facts.pinned_task, facts.first_human
     credit = dict(facts.credit)
     window = facts.provider_window
+    # Usage reports since the newest boundary seen, oldest first: ``(index, message,
+    # credit owed to it so far)``. Only the newest one that is not stale anchors, so the staleness
+    # check (a hash of the reply) runs from the newest back, at the end, once per list
+    # rather than once per reply.
+    reports: list[tuple[int, AIMessage, int]] = []
     for i in range(facts.length, len(messages)):
         msg = messages[i]
         if not isinstance(msg, BaseMessage):
@@ -154,6 +159,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
             boundary, bmeta = i, meta
             kept = frozenset(str(k) for k in meta.get("kept_ids") or [])
             turns, removed, anchor = 0, 0, None
+            reports.clear()
         elif kind in (KIND_CLEARED, KIND_TRUNCATED) and boundary < i:
             removed += int(meta.get("removed_tokens", meta.get("saved_tokens", 0)))
         if kind == KIND_PINNED_TASK and pinned < 0:
@@ -175,10 +181,14 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
             usage = msg.usage_metadata
             if usage:
                 usage_id = msg.id
-                if not is_stale_report(msg, bmeta, kept):
-                    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-                    owed = credit.get(msg.id, 0) if msg.id is not None else 0
-                    anchor = (i, tokens, owed)
+                owed = credit.get(msg.id, 0) if msg.id is not None else 0
+                reports.append((i, msg, owed))
+    for i, msg, owed in reversed(reports):
+        if not is_stale_report(msg, bmeta, kept):
+            report: Mapping[str, Any] = msg.usage_metadata or {}
+            tokens = int(report.get("input_tokens", 0)) + int(report.get("output_tokens", 0))
+            anchor = (i, tokens, owed)
+            break
     return HistoryFacts(
         length=len(messages),
         boundary=boundary,
