@@ -152,9 +152,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
         kind = meta.get("kind")
         kind = kind if isinstance(kind, str) else None
         if PROVIDER_WINDOW_KEY in meta:
-            learned = meta[PROVIDER_WINDOW_KEY]
-            if isinstance(learned, int) and learned > 0:
-                window = learned if window is None else min(window, learned)
+            window = _narrower(window, meta[PROVIDER_WINDOW_KEY])
         if kind == KIND_SUMMARY:
             boundary, bmeta = i, meta
             kept = frozenset(str(k) for k in meta.get("kept_ids") or [])
@@ -183,12 +181,7 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
                 usage_id = msg.id
                 owed = credit.get(msg.id, 0) if msg.id is not None else 0
                 reports.append((i, msg, owed))
-    for i, msg, owed in reversed(reports):
-        if not is_stale_report(msg, bmeta, kept):
-            report: Mapping[str, Any] = msg.usage_metadata or {}
-            tokens = int(report.get("input_tokens", 0)) + int(report.get("output_tokens", 0))
-            anchor = (i, tokens, owed)
-            break
+    anchor = _fresh_anchor(reports, bmeta, kept) or anchor
     return HistoryFacts(
         length=len(messages),
         boundary=boundary,
@@ -208,6 +201,26 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
         _counted=dict(facts._counted),
         _notes=dict(facts._notes),
     )
+
+
+def _narrower(window: int | None, learned: object) -> int | None:
+    """``window`` narrowed to ``learned`` when that is a window (a positive int)."""
+    if isinstance(learned, int) and learned > 0:
+        return learned if window is None else min(window, learned)
+    return window
+
+
+def _fresh_anchor(
+    reports: list[tuple[int, AIMessage, int]], bmeta: Mapping[str, Any], kept: frozenset[str]
+) -> tuple[int, int, int] | None:
+    """``(index, tokens, credit owed)`` of the newest of ``reports`` that is not stale
+    (:func:`is_stale_report`); ``None`` when all are."""
+    for i, msg, owed in reversed(reports):
+        if not is_stale_report(msg, bmeta, kept):
+            report: Mapping[str, Any] = msg.usage_metadata or {}
+            tokens = int(report.get("input_tokens", 0)) + int(report.get("output_tokens", 0))
+            return (i, tokens, owed)
+    return None
 
 
 _EMPTY = HistoryFacts()
