@@ -37,6 +37,7 @@ __all__ = [
     "image_tokens",
     "is_image_block",
     "pricing_for",
+    "pricing_of_model",
 ]
 
 #: Block types that carry one image (OpenAI chat, langchain-core v1 / Anthropic, Responses).
@@ -171,9 +172,64 @@ def pricing_for(model: str | None) -> ImagePricing:
     patch = max((p for p in PATCH_MULTIPLIERS if name.startswith(p)), key=len, default=None)
     if patch is not None:
         return ImagePricing("openai-patch", PATCH_MULTIPLIERS[patch])
-    if name.startswith(_OPENAI_PREFIXES) or provider in ("openai", "azure_openai"):
+    if name.startswith(_OPENAI_PREFIXES) or provider in ("openai", "azure", "azure_openai"):
         return OPENAI
     return LARGEST
+
+
+#: How deep :func:`pricing_of_model` unwraps a model (``bind_tools``, ``with_retry``,
+#: ``with_fallbacks``, ``with_config`` each wrap it once).
+_UNWRAP_DEPTH = 8
+
+
+def pricing_of_model(model: object) -> ImagePricing:
+    """The image pricing of a chat model object: its provider and model name as LangSmith
+    traces them (``BaseChatModel._get_ls_params``: ``ls_provider``, ``ls_model_name``),
+    through the wrappers a model is often handed in (``bind_tools``, ``with_retry``,
+    ``with_config``: ``.bound``; ``with_fallbacks``: ``.runnable``); else its ``model_name``
+    or ``model`` attribute; :data:`LARGEST` when nothing names a known provider.
+
+    Example:
+        >>> from langchain_core.language_models import FakeListChatModel
+        >>> pricing_of_model(FakeListChatModel(responses=["ok"])).kind
+        'largest'
+        >>> pricing_of_model(None).kind
+        'largest'
+    """
+    model = _unwrapped(model)
+    if model is None:
+        return LARGEST
+    provider, name = _traced_names(model)
+    if not name:
+        name = str(getattr(model, "model_name", "") or getattr(model, "model", "") or "")
+    if not name and not provider:
+        return LARGEST
+    return pricing_for(f"{provider}:{name}" if provider and ":" not in name else name or provider)
+
+
+def _unwrapped(model: object) -> object:
+    """The chat model inside ``bind_tools``/``with_retry``/``with_config`` (``.bound``) and
+    ``with_fallbacks`` (``.runnable``) wrappers."""
+    for _ in range(_UNWRAP_DEPTH):
+        inner = getattr(model, "bound", None) or getattr(model, "runnable", None)
+        if inner is None or inner is model:
+            break
+        model = inner
+    return model
+
+
+def _traced_names(model: object) -> tuple[str, str]:
+    """``(ls_provider, ls_model_name)`` of a chat model (``("", "")`` when it has none)."""
+    params = getattr(model, "_get_ls_params", None)
+    if not callable(params):
+        return "", ""
+    try:
+        found = params()
+    except Exception:  # a third-party model's params may need call-time arguments
+        return "", ""
+    if not isinstance(found, dict):
+        return "", ""
+    return str(found.get("ls_provider") or ""), str(found.get("ls_model_name") or "")
 
 
 def is_image_block(block: dict[str, Any]) -> bool:

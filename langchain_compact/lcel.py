@@ -58,7 +58,7 @@ from langchain_compact.errors import (
 from langchain_compact.history import last_boundary_index, tool_calls_of
 from langchain_compact.markers import with_meta
 from langchain_compact.summarizers import Summarizer, resolve_summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens
+from langchain_compact.tokens import TokenCounter, approximate_tokens, resolve_counter
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -180,7 +180,7 @@ class MessageCompactor:
             config=resolve_context_window(config or CompactionConfig(), model),
             summarizer=resolve_summarizer(summarizer, model, summary_model),
             archive=archive,
-            counter=counter,
+            counter=resolve_counter(counter, model),
             tools=tools,
             verify_anchor="strict",
             calibrate=False,

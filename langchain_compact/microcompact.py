@@ -76,8 +76,10 @@ from langchain_compact.tokens import (
     approximate_tokens,
     check_message,
     context_tokens,
+    is_approximate,
     precise_context_tokens,
     precise_counter,
+    pricing_of,
 )
 
 __all__ = [
@@ -111,7 +113,7 @@ def _usage_anchor(messages: Sequence[BaseMessage]) -> str | None:
 def _tokens(text: str, counter: TokenCounter) -> int:
     """Tokens of ``text`` alone under ``counter`` (fast paths for the package's counters,
     which count a placeholder as its head plus its fact lines: ``tokens.parts_cut``)."""
-    if counter is approximate_tokens:
+    if is_approximate(counter):
         return approx_text(text)
     if isinstance(counter, TiktokenCounter):
         return counter.count_text(text)
@@ -243,13 +245,14 @@ def _clear_one(
         saved_tokens=since,
         removed_tokens=removed,
         usage_anchor=anchor,
-        **_saved_precise(text, new_text, earlier + _precise_media(msg, text, media)),
+        **_saved_precise(text, new_text, earlier + _precise_media(msg, text, media, counter)),
     )
 
 
-def _precise_media(msg: BaseMessage, text: str, media: int) -> int:
-    """:func:`_media_tokens` under the precise counter (``0`` without media or tiktoken)."""
-    precise = precise_counter() if media else None
+def _precise_media(msg: BaseMessage, text: str, media: int, counter: TokenCounter) -> int:
+    """:func:`_media_tokens` under the precise counter, images priced as ``counter`` prices
+    them (``0`` without media or tiktoken)."""
+    precise = precise_counter(pricing_of(counter)) if media else None
     return _media_tokens(msg, text, precise) if precise is not None else 0
 
 
@@ -579,7 +582,7 @@ def _truncate_one(
         saved_tokens=saved + (int(meta.get("saved_tokens", 0)) if same else 0),
         removed_tokens=saved + int(meta.get("removed_tokens", 0)),
         usage_anchor=anchor,
-        **_saved_precise(text, new_text, earlier + _precise_media(msg, text, media)),
+        **_saved_precise(text, new_text, earlier + _precise_media(msg, text, media, counter)),
     )
 
 
@@ -868,7 +871,12 @@ class _Pass:
         )
 
     def precise(self) -> int | None:
-        return precise_context_tokens(self.out, tools=self.tools, verify_anchor=self.verify_anchor)
+        return precise_context_tokens(
+            self.out,
+            tools=self.tools,
+            verify_anchor=self.verify_anchor,
+            pricing=pricing_of(self.counter),
+        )
 
     def start(self, tokens: int | None) -> None:
         """The size before the ladder: the caller's count when nothing changed yet."""

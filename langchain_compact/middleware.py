@@ -52,7 +52,7 @@ from langchain_compact.config import CompactionConfig
 from langchain_compact.core import CompactionKeys, Compactor, Turn, thread_id_of
 from langchain_compact.errors import ContextOverflowError, is_provider_overflow
 from langchain_compact.summarizers import Summarizer, resolve_summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens
+from langchain_compact.tokens import TokenCounter, approximate_tokens, resolve_counter
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -157,7 +157,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             config=resolve_context_window(config or CompactionConfig(), model),
             summarizer=resolve_summarizer(summarizer, model, summary_model),
             archive=archive,
-            counter=counter,
+            counter=resolve_counter(counter, model),
             tools=tools,
             memory=memory,
         )

@@ -14,6 +14,7 @@ Three pieces:
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import gzip
 import hashlib
@@ -24,6 +25,7 @@ import queue
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +39,7 @@ from langchain_compact._images import (
     image_tokens,
     is_image_block,
     pricing_for,
+    pricing_of_model,
 )
 from langchain_compact._placeholders import FACTS_MARK, MERGED_SUMMARY_HEADER
 from langchain_compact._provider_items import carries_provider_compaction
@@ -47,6 +50,7 @@ from langchain_compact.markers import credited_savings, get_meta, newest_boundar
 
 __all__ = [
     "AnchorCheck",
+    "ApproximateCounter",
     "TiktokenCounter",
     "TokenCounter",
     "TokenizerUnavailableWarning",
@@ -62,6 +66,7 @@ __all__ = [
     "precount_unread",
     "preload_precise_counter",
     "provision_tiktoken_cache",
+    "resolve_counter",
 ]
 
 logger = logging.getLogger(__name__)
@@ -366,6 +371,72 @@ def approximate_tokens(
 _APPROX_CACHE = Generations()
 
 
+@dataclass(frozen=True, slots=True)
+class ApproximateCounter:
+    """:func:`approximate_tokens` with images priced by one provider's formula
+    (``pricing``, :mod:`._images`) instead of the largest known one. Every integration given
+    a chat model counts with one of these (:func:`resolve_counter`): a browser agent on an
+    OpenAI model whose screenshots go at ``detail="low"`` pays 85 tokens an image, not the
+    1,366 Anthropic's formula gives a 1280x800 one, and a patch-priced model
+    (``gpt-4.1-mini``) pays its own multiplier, above both.
+
+    Example:
+        >>> from langchain_compact._images import OPENAI
+        >>> from langchain_core.messages import HumanMessage
+        >>> ApproximateCounter(OPENAI)([HumanMessage("hi")]) == approximate_tokens(
+        ...     [HumanMessage("hi")])
+        True
+    """
+
+    pricing: ImagePricing = LARGEST
+
+    def __call__(
+        self, messages: Sequence[BaseMessage], *, tools: Sequence[Any] | None = None
+    ) -> int:
+        total = 0
+        _hold(len(messages))
+        for i, raw in enumerate(messages):
+            total += self.count_message(check_message(raw, i))
+        if tools:
+            total += approx_text(_tools_text(tools))
+        return total + (TOKENS_REPLY_PRIMING if messages else 0)
+
+    def count_message(self, message: BaseMessage) -> int:
+        """One message's estimate (cached as :func:`approximate_tokens` caches it: only
+        messages of plain text are cached, and those hold no image)."""
+        return _cached_count(message, _APPROX_CACHE, _APPROX_LIMIT, approx_text, self.pricing)
+
+
+def is_approximate(counter: object) -> bool:
+    """Whether ``counter`` is the package's estimate (:func:`approximate_tokens` or an
+    :class:`ApproximateCounter`): it sums a cached count per message, and errs high."""
+    return counter is approximate_tokens or type(counter) is ApproximateCounter
+
+
+def pricing_of(counter: object) -> ImagePricing:
+    """The image pricing ``counter`` counts with (:data:`~._images.LARGEST` for a counter
+    of the user's that does not say): the exact count that confirms its estimates prices
+    images alike (:func:`precise_counter`)."""
+    if isinstance(counter, (ApproximateCounter, TiktokenCounter)):
+        return counter.pricing
+    return LARGEST
+
+
+def resolve_counter(counter: TokenCounter, model: object) -> TokenCounter:
+    """The counter an integration counts with: ``counter`` as given, except that the
+    package's own counters priced for no provider (:func:`approximate_tokens`, a
+    :class:`TiktokenCounter` made without a model) take the image formula of ``model``'s
+    provider (:func:`~._images.pricing_of_model`; unchanged when it names none)."""
+    pricing = pricing_of_model(model) if model is not None else LARGEST
+    if pricing == LARGEST:
+        return counter
+    if counter is approximate_tokens:
+        return ApproximateCounter(pricing)
+    if type(counter) is TiktokenCounter and counter.pricing == LARGEST:
+        return counter.priced(pricing)
+    return counter
+
+
 def _args_size(args: Any) -> int:
     """A cheap fingerprint of a tool call's arguments for the count cache: the lengths of
     its values (an argument replaced by a stub changes it)."""
@@ -484,6 +555,20 @@ class TiktokenCounter:
         self._lock = threading.Lock()
         self._tools_tokens = self.count_text(_tools_text(tools)) if tools else 0
 
+    @property
+    def pricing(self) -> ImagePricing:
+        """How this counter prices images (from ``model``'s provider, see ``pricing_for``)."""
+        return self._pricing
+
+    def priced(self, pricing: ImagePricing) -> TiktokenCounter:
+        """This counter with images priced by ``pricing``: the encoder, its caches and its
+        lock shared (texts are encoded once for both; the message cache holds only messages
+        of plain text, which no pricing changes)."""
+        self._load()
+        twin = copy.copy(self)
+        twin._pricing = pricing
+        return twin
+
     def _encoding_name(self) -> str:
         if self.encoding_name:
             return self.encoding_name
@@ -601,7 +686,7 @@ _precise: list[TiktokenCounter | None] = []
 _precise_lock = threading.Lock()
 
 
-def precise_counter() -> TiktokenCounter | None:
+def precise_counter(pricing: ImagePricing = LARGEST) -> TiktokenCounter | None:
     """A process-wide tiktoken ``o200k_base`` counter for the counts that must be precise
     (the size of a compacted history, before any usage report describes it), or ``None``
     when the encoding cannot be loaded here: then the caller keeps its estimate, nothing is
@@ -612,10 +697,26 @@ def precise_counter() -> TiktokenCounter | None:
     usage-calibrated scale over a whole history runs several percent off once a compaction
     has changed the mix; a BPE count calibrated on the same usage report follows the
     provider's tokenizer much more closely (tests/unit/test_precise_count.py).
+
+    ``pricing``: how it prices images, as the estimate it confirms does (:func:`pricing_of`
+    of the counter at hand); the priced counters share one encoder and its caches.
     """
+    base = _precise[0] if _precise else _load_precise()
+    if base is None or pricing == LARGEST:
+        return base
+    entry = _PRICED.get(pricing)
+    if entry is None or entry[0] is not base:  # none yet, or made from an earlier base
+        entry = _PRICED[pricing] = (base, base.priced(pricing))
+    return entry[1]
+
+
+#: :func:`precise_counter` by image pricing (keyed by value: a handful at most), each with
+#: the base counter it shares its encoder and caches with.
+_PRICED: dict[ImagePricing, tuple[TiktokenCounter, TiktokenCounter]] = {}
+
+
+def _load_precise() -> TiktokenCounter | None:
     global _warned_fallback
-    if _precise:
-        return _precise[0]
     with _precise_lock:
         if not _precise:
             counter = TiktokenCounter(encoding="o200k_base", max_cache_entries=4_096)
@@ -707,7 +808,9 @@ def _awaited(counter: TiktokenCounter, key: tuple[int, int]) -> bool:
     handed to it for ``counter`` (the precise counter) and this is another thread; whether
     the count came."""
     done = _precounting.get(key)
-    if done is None or not _precise or counter is not _precise[0]:
+    if done is None or not _precise or _precise[0] is None:
+        return False
+    if counter._cache is not _precise[0]._cache:  # not the precise counter nor a priced twin
         return False
     if threading.current_thread().name == _PRECOUNT_THREAD:
         return False
@@ -827,7 +930,7 @@ def context_tokens(
         found = _fresh_anchor(messages, boundary, stale_ids)
     else:  # read back only to the anchor (and the boundary) the facts remember
         scale, overhead = _calibration_of(facts.boundary_meta)
-        found = facts.anchor
+        found, boundary = facts.anchor, facts.boundary
     if found is not None and verify_anchor:
         strict = verify_anchor == "strict"
         if not _describes(messages, counter, tools, found, strict=strict, facts=facts):
@@ -839,8 +942,10 @@ def context_tokens(
         rest = messages[i + 1 :]
         if not rest:
             return max(0, anchored - credit)
+        if calibrated is None:  # the provider counting more than this counter: the rest too
+            scale = max(scale, report_scale(messages, i, counter, boundary))
         # The anchor already includes the tool schemas: count the rest without them.
-        return max(0, anchored - credit) + round(_local(rest, counter) * scale)
+        return max(0, anchored - credit) + _scaled(_local(rest, counter), rest, counter, scale)
     total = _running_count(messages, facts, counter)
     if total is None:
         total = counter(messages)
@@ -849,7 +954,45 @@ def context_tokens(
             total += counter.count_tools(tools)
         else:
             total += approximate_tokens([], tools=tools)
-    return round(total * scale) + overhead
+    return _scaled(total, messages, counter, scale) + overhead
+
+
+def _scaled(
+    local: int, messages: Sequence[BaseMessage], counter: TokenCounter, scale: float
+) -> int:
+    """``local`` (``counter``'s count of ``messages``) scaled by a calibration, its images
+    left as they are: the package's counters price an image by its provider's formula (or
+    above it), which no ratio learned on text describes. A ratio of 0.88 learned on a
+    compacted draft of summaries and placeholders, applied to two 1,600-token screenshots
+    after it, sent a call of 4,057 tokens to a 4,000-token window counted at 3,564."""
+    if scale == 1.0:
+        return local
+    if not (is_approximate(counter) or isinstance(counter, TiktokenCounter)):
+        return round(local * scale)
+    fixed = min(local, _image_part(messages, pricing_of(counter)))
+    return round((local - fixed) * scale) + fixed
+
+
+def _image_part(messages: Sequence[BaseMessage], pricing: ImagePricing) -> int:
+    """Tokens of the images in ``messages`` (nested blocks' too) under ``pricing`` (each
+    image's price is cached per payload: no header is read twice)."""
+    total = 0
+    for message in messages:
+        if not isinstance(message.content, str):
+            total += _blocks_images(message.content, pricing)
+    return total
+
+
+def _blocks_images(blocks: Sequence[Any], pricing: ImagePricing) -> int:
+    total = 0
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if is_image_block(block):
+            total += image_tokens(block, pricing)
+        elif isinstance(block.get("content"), list):
+            total += _blocks_images(block["content"], pricing)
+    return total
 
 
 def precise_context_tokens(
@@ -857,17 +1000,19 @@ def precise_context_tokens(
     *,
     tools: Sequence[Any] | None = None,
     verify_anchor: AnchorCheck = False,
+    pricing: ImagePricing = LARGEST,
 ) -> int | None:
-    """:func:`context_tokens` counted with tiktoken (:func:`precise_counter`), scaled by the
-    newest usage report as tiktoken counts the input it describes; ``None`` when tiktoken's
-    files cannot be loaded.
+    """:func:`context_tokens` counted with tiktoken (:func:`precise_counter`, images priced
+    by ``pricing``: :func:`pricing_of` the estimate it confirms), scaled by the newest usage
+    report as tiktoken counts the input it describes; ``None`` when tiktoken's files cannot
+    be loaded.
 
     For the moves an estimate must not decide alone: the estimate errs high by design (a
     call over the window is an error, a compaction a little early only a cost), so when it
     says the next call cannot fit, cutting what the model has not read or stopping the run
     waits for this count. It encodes only the texts not counted before (cached per text).
     """
-    precise = precise_counter()
+    precise = precise_counter(pricing)
     if precise is None:
         return None
     measured = calibration(messages, counter=precise, tools=tools)
@@ -880,6 +1025,59 @@ def precise_context_tokens(
         verify_anchor=verify_anchor,
         calibrated=measured or (1.0, 0),
     )
+
+
+#: The fewest local tokens between two usage reports that :func:`report_scale` learns a
+#: ratio from (below it, the per-message framing a provider adds dominates the ratio).
+MIN_LEARNED_TOKENS = 200
+
+
+def report_scale(
+    messages: Sequence[BaseMessage], i: int, counter: TokenCounter, boundary: int = -1
+) -> float:
+    """How many tokens the provider counts per ``counter`` token on what the newest usage
+    report (at ``i``) added since the one before it, when that is more than one: the
+    growth of the reported input (``input_tokens`` less the earlier report's input and
+    output) over the local count of the messages between (the tool results, a user turn).
+    The tool schemas, the system prompt and the chat template's fixed part are in both
+    reports, so they cancel: what is left is how the provider counts content like the
+    newest, which is what follows the report. ``1.0`` when it counts no more than
+    ``counter``, when there is no earlier report since the boundary, when fewer than
+    :data:`MIN_LEARNED_TOKENS` lie between, or when one of them was reduced since (the
+    local count no longer shows what the provider saw). At most ``RATIO_BOUNDS[1]``.
+
+    An estimate that errs high on average can still run below a provider whose tokenizer
+    needs more tokens than o200k (Claude's, a chat template that frames each message): the
+    count of a new result after a report then follows the provider's ratio, never below it.
+    """
+    usage = getattr(messages[i], "usage_metadata", None) or {}
+    bmeta = get_meta(messages[boundary]) if boundary >= 0 else {}
+    kept = {str(k) for k in bmeta.get("kept_ids") or []}
+    for j in range(i - 1, boundary, -1):
+        earlier = messages[j]
+        report = (
+            getattr(earlier, "usage_metadata", None) if isinstance(earlier, AIMessage) else None
+        )
+        if not report:
+            continue
+        if is_stale_report(earlier, bmeta, kept):  # made before the compaction
+            return 1.0
+        between = messages[j + 1 : i]
+        if not between or any(_reduced(m) for m in between):
+            return 1.0
+        local = _local(between, counter) - (TOKENS_REPLY_PRIMING if between else 0)
+        if local < MIN_LEARNED_TOKENS:
+            return 1.0
+        grew = int(usage.get("input_tokens", 0)) - int(report.get("input_tokens", 0))
+        grew -= int(report.get("output_tokens", 0))
+        return min(RATIO_BOUNDS[1], max(1.0, grew / local))
+    return 1.0
+
+
+def _reduced(message: BaseMessage) -> bool:
+    """Whether ``message`` was reduced (cleared, digested, stubbed, cut) by a compaction step."""
+    meta = get_meta(message)
+    return bool(meta.get("saved_tokens") or meta.get("removed_tokens"))
 
 
 def _precise_calibration(messages: Sequence[BaseMessage]) -> tuple[float, int] | None:
@@ -913,6 +1111,9 @@ def _summed(
     per_message: Callable[[BaseMessage], int]
     if counter is approximate_tokens:
         per_message = _approx_message
+        _hold(len(messages))
+    elif type(counter) is ApproximateCounter:
+        per_message = counter.count_message
         _hold(len(messages))
     elif type(counter) is TiktokenCounter:
         per_message = counter._count_message
@@ -970,7 +1171,7 @@ def _describes(
 
     A provider that compacted on its side (a compaction item before the report) counts from
     its item on: the report is then checked against the messages from the newest item."""
-    precise = precise_counter()
+    precise = precise_counter(pricing_of(counter))
     counting, share = (
         (precise, VERIFIED_SHARE if strict else MIN_REPORTED_SHARE)
         if precise is not None
@@ -1054,7 +1255,7 @@ def least_scale(counter: object) -> float:
     confirms it; a tiktoken count is scaled below 1 only for what the report described, see
     :func:`calibration`), and :data:`EXACT_FLOOR` for the estimate where tiktoken's files are
     known not to load here (no exact count can confirm it)."""
-    if counter is approximate_tokens and _precise and _precise[0] is None:
+    if is_approximate(counter) and _precise and _precise[0] is None:
         return EXACT_FLOOR
     return RATIO_BOUNDS[0]
 

@@ -18,7 +18,7 @@ from langchain_compact.graph.ondemand import make_compact_tool
 from langchain_compact.graph.state import CompactionState
 from langchain_compact.graph.wiring import add_compaction
 from langchain_compact.summarizers import Summarizer, resolve_summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens
+from langchain_compact.tokens import TokenCounter, approximate_tokens, resolve_counter
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -99,7 +99,7 @@ def create_compacting_agent(
             config=resolve_context_window(cfg, model),
             summarizer=summarizer,
             archive=archive,
-            counter=counter,
+            counter=resolve_counter(counter, model),
             memory=memory,
         )
         all_tools.append(make_compact_tool(core))

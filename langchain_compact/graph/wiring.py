@@ -22,7 +22,7 @@ from langchain_compact.errors import ConfigError
 from langchain_compact.graph.nodes import CompactionNodes
 from langchain_compact.graph.state import compaction_state
 from langchain_compact.summarizers import Summarizer, resolve_summarizer
-from langchain_compact.tokens import TokenCounter, approximate_tokens
+from langchain_compact.tokens import TokenCounter, approximate_tokens, resolve_counter
 
 if TYPE_CHECKING:
     from langchain_compact.archive import TranscriptArchive
@@ -136,7 +136,7 @@ def add_compaction(
         config=cfg,
         summarizer=resolve_summarizer(summarizer, model, summary_model),
         archive=archive,
-        counter=counter,
+        counter=resolve_counter(counter, model),
         tools=tools,
         messages_key=messages_key,
         memory=memory,

@@ -82,9 +82,35 @@ def ref_context_tokens(messages: Sequence[BaseMessage]) -> int:
             if msg.id is not None and get_meta(m).get("usage_anchor") == msg.id
         )
         rest = messages[i + 1 :]
-        local = round(approximate_tokens(rest) * scale) if rest else 0
-        return max(0, anchored - credit) + local
+        local = round(
+            approximate_tokens(rest) * max(scale, ref_report_scale(messages, i, b, stale))
+        )
+        return max(0, anchored - credit) + (local if rest else 0)
     return round(approximate_tokens(messages) * scale) + overhead
+
+
+def ref_report_scale(messages: Sequence[BaseMessage], i: int, b: int, stale: set[str]) -> float:
+    """The provider's ratio on what the report at ``i`` added since the one before it."""
+    j = next(
+        (
+            k
+            for k in range(i - 1, b, -1)
+            if isinstance(messages[k], AIMessage) and messages[k].usage_metadata
+        ),
+        None,
+    )
+    if j is None or messages[j].id in stale:
+        return 1.0
+    between = messages[j + 1 : i]
+    reduced = any(
+        get_meta(m).get("saved_tokens") or get_meta(m).get("removed_tokens") for m in between
+    )
+    local = approximate_tokens(between) - 3 if between else 0
+    if reduced or local < 200:
+        return 1.0
+    now, then = messages[i].usage_metadata, messages[j].usage_metadata
+    grew = now["input_tokens"] - then["input_tokens"] - then["output_tokens"]
+    return min(1.5, max(1.0, grew / local))
 
 
 def ref_info(messages: Sequence[BaseMessage]) -> tuple[int, int, int]:
