@@ -161,7 +161,39 @@ class ReadOp:
             return Outcome(error=exc)
 
 
-Op = ArchiveOp | SummarizeOp | ReadOp
+@dataclass(frozen=True, slots=True)
+class CallOp:
+    """Any other I/O a step needs, given as its two forms: ``call()`` where the steps are
+    driven synchronously, ``await acall()`` where they are awaited (loading tokenizer files,
+    a memory store's write, waiting for a summary prepared in the background). What it
+    raises comes back as the outcome's error (:func:`called` raises it again)."""
+
+    call: Callable[[], Any]
+    acall: Callable[[], Any]
+
+    def run(self) -> Outcome:
+        try:
+            return Outcome(self.call())
+        except Exception as exc:
+            return Outcome(error=exc)
+
+    async def arun(self) -> Outcome:
+        try:
+            return Outcome(await self.acall())
+        except Exception as exc:
+            return Outcome(error=exc)
+
+
+def called(op: CallOp) -> Generator[Op, Outcome, Any]:
+    """Yield ``op`` and return its value; its error is raised here, in the step that asked,
+    as a plain call would have raised it."""
+    outcome = yield op
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.value
+
+
+Op = ArchiveOp | SummarizeOp | ReadOp | CallOp
 
 
 def drive(steps: Generator[Op, Outcome, T]) -> T:

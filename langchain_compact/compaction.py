@@ -330,9 +330,36 @@ def compact_history(
         ('t', 4)
     """
     return drive(
-        _steps(
-            messages, summarizer, config, archive, thread_id, counter, tools, prepared, calibrate
+        history_steps(
+            messages,
+            summarizer=summarizer,
+            config=config,
+            archive=archive,
+            thread_id=thread_id,
+            counter=counter,
+            tools=tools,
+            prepared=prepared,
+            calibrate=calibrate,
         )
+    )
+
+
+def history_steps(
+    messages: Sequence[BaseMessage],
+    *,
+    summarizer: Summarizer | None = None,
+    config: CompactionConfig | None = None,
+    archive: TranscriptArchive | None = None,
+    thread_id: str = "default",
+    counter: TokenCounter = approximate_tokens,
+    tools: Sequence[Any] | None = None,
+    prepared: Prepared | None = None,
+    calibrate: bool = True,
+) -> Generator[Op, Outcome, CompactionResult]:
+    """:func:`compact_history` as its sans-IO steps (the archive writes and reads and the
+    summarizer calls yielded as operations), for a caller that drives them sync or async."""
+    return _steps(
+        messages, summarizer, config, archive, thread_id, counter, tools, prepared, calibrate
     )
 
 
@@ -348,10 +375,18 @@ async def acompact_history(
     prepared: Prepared | None = None,
     calibrate: bool = True,
 ) -> CompactionResult:
-    """Async twin of :func:`compact_history` (same body; async I/O)."""
+    """:func:`compact_history` with its I/O awaited (the same steps)."""
     return await adrive(
-        _steps(
-            messages, summarizer, config, archive, thread_id, counter, tools, prepared, calibrate
+        history_steps(
+            messages,
+            summarizer=summarizer,
+            config=config,
+            archive=archive,
+            thread_id=thread_id,
+            counter=counter,
+            tools=tools,
+            prepared=prepared,
+            calibrate=calibrate,
         )
     )
 

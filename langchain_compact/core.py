@@ -51,11 +51,13 @@ from langchain_compact import budget as when
 from langchain_compact._compaction_plan import plan_compaction
 from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag
 from langchain_compact._ops import (
+    CallOp,
     Op,
     Outcome,
     adrive,
     archive_and_tag,
     archive_originals,
+    called,
     drive,
 )
 from langchain_compact._prepare import (
@@ -74,11 +76,10 @@ from langchain_compact.budget import MIN_SUMMARY_TOKENS, Budget
 from langchain_compact.compaction import (
     CompactionResult,
     Decision,
-    acompact_history,
-    compact_history,
     compaction_info,
     decide,
     effective_trigger,
+    history_steps,
     removed_since_boundary,
     stop_message,
 )
@@ -122,6 +123,7 @@ from langchain_compact.tokens import (
     precise_counter,
     precount_unread,
     preload_precise_counter,
+    pricing_of,
 )
 
 if TYPE_CHECKING:
@@ -399,7 +401,7 @@ def _unless_larger(
         return result, 0
     before = result.tokens_before
     old, new = {id(m) for m in messages}, {id(m) for m in result.messages}
-    count = precise_counter() or counter
+    count = precise_counter(pricing_of(counter)) or counter
     freed = count([m for m in messages if id(m) not in new]) - count(
         [m for m in result.messages if id(m) not in old]
     )
@@ -543,7 +545,12 @@ class Compactor:
         estimate errs high by design, and a run never stops on the estimate alone."""
         if isinstance(self.counter, TiktokenCounter):
             return tokens
-        exact = precise_context_tokens(messages, tools=self.tools, verify_anchor=self.verify_anchor)
+        exact = precise_context_tokens(
+            messages,
+            tools=self.tools,
+            verify_anchor=self.verify_anchor,
+            pricing=pricing_of(self.counter),
+        )
         return tokens if exact is None else exact
 
     def _remember_count(self, messages: Sequence[BaseMessage], tokens: int) -> None:
@@ -605,7 +612,7 @@ class Compactor:
         estimate under it is never trusted (the one rule, docs/design.md); a ratio the report
         showed is not applied here, so a report that counted more than o200k (a system
         prompt the count does not see) cannot inflate a new result's count into a stop."""
-        precise = precise_counter()
+        precise = precise_counter(pricing_of(self.counter))
         if precise is None:
             return None
         return context_tokens(
@@ -832,18 +839,30 @@ class Compactor:
         The first one in a process waits for the tokenizers counting needs (the load
         started when the compactor was built), so they are in memory once the first turn
         returns, not loaded in the middle of a later one."""
-        load_tokenizers(self.counter)
-        return drive(self.micro_steps(messages, thread_id))
-
-    async def aready(self) -> None:
-        """Load the tokenizers counting needs in a worker thread (once per process), so no
-        async step reads tiktoken's files on the event loop."""
-        await aload_tokenizers(self.counter)
+        return drive(self._micro(messages, thread_id))
 
     async def amicro(self, messages: Sequence[BaseMessage], thread_id: str) -> MicroStep:
-        """Async twin of :meth:`micro`."""
-        await self.aready()
-        return await adrive(self.micro_steps(messages, thread_id))
+        """:meth:`micro` with its I/O awaited (the same steps)."""
+        return await adrive(self._micro(messages, thread_id))
+
+    def _micro(
+        self, messages: Sequence[BaseMessage], thread_id: str
+    ) -> Generator[Op, Outcome, MicroStep]:
+        yield from self.ready()
+        return (yield from self.micro_steps(messages, thread_id))
+
+    def ready(self) -> Generator[Op, Outcome, None]:
+        """Load the tokenizers counting needs, as an operation (once per process; a no-op
+        after that): synchronously where the steps are driven so, in a worker thread where
+        they are awaited, so no async step reads tiktoken's files on the event loop."""
+        counter = self.counter
+        yield from called(
+            CallOp(lambda: load_tokenizers(counter), lambda: aload_tokenizers(counter))
+        )
+
+    async def aready(self) -> None:
+        """:meth:`ready` awaited on its own (a host's async path, before its first step)."""
+        await adrive(self.ready())
 
     # ------------------------------------------------------------------ preparing
 
@@ -990,11 +1009,8 @@ class Compactor:
         *,
         ctx: TurnContext | None = None,
     ) -> Prepared | None:
-        """Run :meth:`prepare_steps` (I/O done synchronously)."""
-        started = time.perf_counter()
-        ctx = self._learning(ctx, messages)
-        record = drive(self.prepare_steps(messages, thread_id, before, ctx=ctx))
-        return self._prepared(record, started, ctx)
+        """Run :meth:`prepare_steps` (I/O done synchronously), with its event."""
+        return drive(self._prepare(messages, thread_id, before, ctx))
 
     async def aprepare(
         self,
@@ -1004,11 +1020,20 @@ class Compactor:
         *,
         ctx: TurnContext | None = None,
     ) -> Prepared | None:
-        """Async twin of :meth:`prepare`."""
-        await self.aready()
+        """:meth:`prepare` with its I/O awaited (the same steps)."""
+        return await adrive(self._prepare(messages, thread_id, before, ctx))
+
+    def _prepare(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        before: Any,
+        ctx: TurnContext | None,
+    ) -> Generator[Op, Outcome, Prepared | None]:
+        yield from self.ready()
         started = time.perf_counter()
         ctx = self._learning(ctx, messages)
-        record = await adrive(self.prepare_steps(messages, thread_id, before, ctx=ctx))
+        record = yield from self.prepare_steps(messages, thread_id, before, ctx=ctx)
         return self._prepared(record, started, ctx)
 
     # ------------------------------------------------------------------ full compaction
@@ -1036,12 +1061,7 @@ class Compactor:
     ) -> CompactionResult:
         """One full compaction (:func:`~langchain_compact.compaction.compact_history`),
         using ``prepared`` (a summary prepared before the trigger) when it still matches."""
-        ctx = self._learning(ctx, messages)
-        started = time.perf_counter()
-        result = compact_history(messages, **self._kwargs(thread_id, prepared, ctx))
-        result, freed = self._applied(messages, result, ctx)
-        self._report(result, time.perf_counter() - started, freed, ctx)
-        return result
+        return drive(self.compact_steps(messages, thread_id, prepared, ctx))
 
     async def acompact(
         self,
@@ -1051,12 +1071,22 @@ class Compactor:
         prepared: Any = None,
         ctx: TurnContext | None = None,
     ) -> CompactionResult:
-        """Async twin of :meth:`compact`."""
+        """:meth:`compact` with its I/O awaited (the same steps)."""
+        return await adrive(self.compact_steps(messages, thread_id, prepared, ctx))
+
+    def compact_steps(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        prepared: Any = None,
+        ctx: TurnContext | None = None,
+    ) -> Generator[Op, Outcome, CompactionResult]:
+        """:meth:`compact` as its sans-IO steps."""
         ctx = self._learning(ctx, messages)
-        await self.aready()
+        yield from self.ready()
         started = time.perf_counter()
         kwargs = self._kwargs(thread_id, prepared, ctx)
-        result = await acompact_history(messages, **kwargs)
+        result = yield from history_steps(messages, **kwargs)
         result, freed = self._applied(messages, result, ctx)
         self._report(result, time.perf_counter() - started, freed, ctx)
         return result
@@ -1090,13 +1120,26 @@ class Compactor:
 
     def remember(self, result: CompactionResult, run_config: Any) -> None:
         """Keep the pinned task and summaries in the memory store, when one is configured."""
-        if self.memory is not None and result.summary is not None:
-            self.memory.remember(result.messages, config=run_config)
+        drive(self.remember_steps(result, run_config))
 
     async def aremember(self, result: CompactionResult, run_config: Any) -> None:
-        """Async twin of :meth:`remember`."""
-        if self.memory is not None and result.summary is not None:
-            await self.memory.aremember(result.messages, config=run_config)
+        """:meth:`remember` with the store's write awaited (the same step)."""
+        await adrive(self.remember_steps(result, run_config))
+
+    def remember_steps(
+        self, result: CompactionResult, run_config: Any
+    ) -> Generator[Op, Outcome, None]:
+        """The memory store's write as an operation (nothing without a store or a summary)."""
+        memory = self.memory
+        if memory is None or result.summary is None:
+            return
+        kept = result.messages
+        yield from called(
+            CallOp(
+                lambda: memory.remember(kept, config=run_config),
+                lambda: memory.aremember(kept, config=run_config),
+            )
+        )
 
     @staticmethod
     def report(result: CompactionResult) -> dict[str, Any]:
@@ -1170,19 +1213,7 @@ class Compactor:
             ctx: What the turn runs under (:class:`TurnContext`; a new one by default),
                 its events included.
         """
-        ctx = TurnContext() if ctx is None else ctx
-        start = len(ctx.events)
-        ctx = self._learning(ctx, messages)
-        cleared = self.clear(messages, thread_id, ctx=ctx)
-        decision, prepare = self.route(cleared.messages, prepared, ctx)
-        turn = self._decided(cleared, decision, prepare, write_stop, ctx)
-        if turn is None:  # a full compaction is due
-            record = prepared.take() if isinstance(prepared, Pending) else prepared
-            done = self.compaction(
-                cleared.messages, thread_id, prepared=record, run_config=run_config, ctx=ctx
-            )
-            turn = self._settled(cleared, done, write_stop, ctx)
-        return replace(turn, events=ctx.since(start))
+        return drive(self.turn_steps(messages, thread_id, prepared, run_config, write_stop, ctx))
 
     async def aturn(
         self,
@@ -1194,22 +1225,49 @@ class Compactor:
         write_stop: bool = True,
         ctx: TurnContext | None = None,
     ) -> Turn:
-        """Async twin of :meth:`turn` (archive, summarizer and memory I/O awaited)."""
+        """:meth:`turn` with its I/O awaited (archive, summarizer, memory; the same steps)."""
+        steps = self.turn_steps(messages, thread_id, prepared, run_config, write_stop, ctx)
+        return await adrive(steps)
+
+    def turn_steps(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        prepared: Any = None,
+        run_config: Any = None,
+        write_stop: bool = True,
+        ctx: TurnContext | None = None,
+    ) -> Generator[Op, Outcome, Turn]:
+        """:meth:`turn` as its sans-IO steps: the one body :meth:`turn` and :meth:`aturn`
+        drive."""
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
         ctx = self._learning(ctx, messages)
-        cleared = await self.aclear(messages, thread_id, ctx=ctx)
+        cleared = yield from self.clear_turn_steps(messages, thread_id, ctx)
         decision, prepare = self.route(cleared.messages, prepared, ctx)
         turn = self._decided(cleared, decision, prepare, write_stop, ctx)
-        if turn is None:
-            record = prepared.take() if isinstance(prepared, Pending) else prepared
-            if inspect.isawaitable(record):
-                record = await record
-            done = await self.acompaction(
-                cleared.messages, thread_id, prepared=record, run_config=run_config, ctx=ctx
+        if turn is None:  # a full compaction is due
+            record = yield from self._taken(prepared)
+            done = yield from self.compaction_steps(
+                cleared.messages, thread_id, record, run_config, ctx
             )
             turn = self._settled(cleared, done, write_stop, ctx)
         return replace(turn, events=ctx.since(start))
+
+    @staticmethod
+    def _taken(prepared: Any) -> Generator[Op, Outcome, Any]:
+        """The prepared record a compaction uses: a :class:`Pending` job's result, waited
+        for (awaited where the steps are awaited), or ``prepared`` itself."""
+        if not isinstance(prepared, Pending):
+            return prepared
+        record = prepared.take()
+        if not inspect.isawaitable(record):
+            return record
+
+        async def waited() -> Any:
+            return await record
+
+        return (yield from called(CallOp(lambda: record, waited)))
 
     def _decided(
         self, cleared: Turn, decision: Decision, prepare: bool, write_stop: bool, ctx: TurnContext
@@ -1271,11 +1329,8 @@ class Compactor:
         same compaction a trigger runs (archive, fidelity, boundary, the check after it),
         refused by the same limits (:meth:`on_demand_refusal`): then the outcome is
         ``"continue"`` with the reason, and nothing changed."""
-        ctx, start, refused = self._on_demand_start(messages, focus, ctx)
-        if refused is not None:
-            return refused
-        done = self.compaction(messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus))
-        return replace(self._on_demand(messages, done, write_stop, ctx), events=ctx.since(start))
+        steps = self.compact_now_steps(messages, thread_id, focus, run_config, write_stop, ctx)
+        return drive(steps)
 
     async def acompact_now(
         self,
@@ -1287,13 +1342,26 @@ class Compactor:
         write_stop: bool = True,
         ctx: TurnContext | None = None,
     ) -> Turn:
-        """Async twin of :meth:`compact_now`."""
-        await self.aready()
+        """:meth:`compact_now` with its I/O awaited (the same steps)."""
+        steps = self.compact_now_steps(messages, thread_id, focus, run_config, write_stop, ctx)
+        return await adrive(steps)
+
+    def compact_now_steps(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        focus: str | None = None,
+        run_config: Any = None,
+        write_stop: bool = True,
+        ctx: TurnContext | None = None,
+    ) -> Generator[Op, Outcome, Turn]:
+        """:meth:`compact_now` as its sans-IO steps."""
+        yield from self.ready()
         ctx, start, refused = self._on_demand_start(messages, focus, ctx)
         if refused is not None:
             return refused
-        done = await self.acompaction(
-            messages, thread_id, run_config=run_config, ctx=ctx.focusing(focus)
+        done = yield from self.compaction_steps(
+            messages, thread_id, None, run_config, ctx.focusing(focus)
         )
         return replace(self._on_demand(messages, done, write_stop, ctx), events=ctx.since(start))
 
@@ -1333,7 +1401,12 @@ class Compactor:
         (the provider's count can exceed the local one), never above the window in force."""
         window = self.settings(self._learning(ctx, messages)).context_window or 0
         tokens = self.count(messages)
-        exact = precise_context_tokens(messages, tools=self.tools, verify_anchor=self.verify_anchor)
+        exact = precise_context_tokens(
+            messages,
+            tools=self.tools,
+            verify_anchor=self.verify_anchor,
+            pricing=pricing_of(self.counter),
+        )
         refused = tokens if exact is None else min(tokens, exact)
         learned = max(1, refused - math.ceil(refused * OVERFLOW_MARGIN))
         return min(window, learned) if window else learned
@@ -1360,14 +1433,7 @@ class Compactor:
         :attr:`Turn.messages`, which :attr:`Turn.history` also holds), or ``"stopped"``
         when every reduction is spent and the call still cannot fit the learned window, or
         a limit the user set stops the run (raise the refusal then)."""
-        ctx = TurnContext() if ctx is None else ctx
-        learned = window or self.overflow_window(messages, ctx)
-        start = len(ctx.events)
-        ctx = ctx.narrowed(learned)
-        self._refused(messages, learned, ctx)
-        turn = self.turn(messages, thread_id, run_config=run_config, write_stop=False, ctx=ctx)
-        turn = self._recovered(messages, turn, learned, write_stop, ctx)
-        return replace(turn, events=ctx.since(start))
+        return drive(self.overflow_steps(messages, thread_id, run_config, write_stop, window, ctx))
 
     async def aoverflow(
         self,
@@ -1379,16 +1445,28 @@ class Compactor:
         window: int | None = None,
         ctx: TurnContext | None = None,
     ) -> Turn:
-        """Async twin of :meth:`overflow`."""
-        await self.aready()
+        """:meth:`overflow` with its I/O awaited (the same steps)."""
+        steps = self.overflow_steps(messages, thread_id, run_config, write_stop, window, ctx)
+        return await adrive(steps)
+
+    def overflow_steps(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        run_config: Any = None,
+        write_stop: bool = True,
+        window: int | None = None,
+        ctx: TurnContext | None = None,
+    ) -> Generator[Op, Outcome, Turn]:
+        """:meth:`overflow` as its sans-IO steps: the turn's own (:meth:`turn_steps`) under
+        the learned window."""
+        yield from self.ready()
         ctx = TurnContext() if ctx is None else ctx
         learned = window or self.overflow_window(messages, ctx)
         start = len(ctx.events)
         ctx = ctx.narrowed(learned)
         self._refused(messages, learned, ctx)
-        turn = await self.aturn(
-            messages, thread_id, run_config=run_config, write_stop=False, ctx=ctx
-        )
+        turn = yield from self.turn_steps(messages, thread_id, None, run_config, False, ctx)
         turn = self._recovered(messages, turn, learned, write_stop, ctx)
         return replace(turn, events=ctx.since(start))
 
@@ -1458,26 +1536,26 @@ class Compactor:
         Raises:
             InvalidHistoryError: a broken pairing with ``on_invalid_history="raise"``.
         """
-        load_tokenizers(self.counter)  # the first turn waits for them (see :meth:`micro`)
-        ctx = TurnContext() if ctx is None else ctx
-        start = len(ctx.events)
-        facts = history_facts(messages)  # read once for the window and the re-fed check
-        ctx = self._learned(ctx, messages, facts)
-        messages, refed = self._without_refed(messages, facts, ctx)
-        step, repair = drive(self.clear_steps(messages, thread_id, ctx))
-        return self._cleared(step, ctx.since(start), repair, refed)
+        return drive(self.clear_turn_steps(messages, thread_id, ctx))
 
     async def aclear(
         self, messages: Sequence[BaseMessage], thread_id: str, *, ctx: TurnContext | None = None
     ) -> Turn:
-        """Async twin of :meth:`clear`."""
-        await self.aready()
+        """:meth:`clear` with its I/O awaited (the same steps)."""
+        return await adrive(self.clear_turn_steps(messages, thread_id, ctx))
+
+    def clear_turn_steps(
+        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
+    ) -> Generator[Op, Outcome, Turn]:
+        """:meth:`clear` as its sans-IO steps (the first turn waits for the tokenizers,
+        see :meth:`micro`)."""
+        yield from self.ready()
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
         facts = history_facts(messages)  # read once for the window and the re-fed check
         ctx = self._learned(ctx, messages, facts)
         messages, refed = self._without_refed(messages, facts, ctx)
-        step, repair = await adrive(self.clear_steps(messages, thread_id, ctx))
+        step, repair = yield from self.clear_steps(messages, thread_id, ctx)
         return self._cleared(step, ctx.since(start), repair, refed)
 
     def _learned(
@@ -1558,15 +1636,7 @@ class Compactor:
         (:meth:`after_step`): ``"compacted"``, ``"continue"`` with transition
         ``"nothing_to_compact"``, or ``"stopped"`` with transition ``"summarizer_failed"``
         when it failed (:attr:`Turn.error`)."""
-        ctx = TurnContext() if ctx is None else ctx
-        start = len(ctx.events)
-        ctx = self._learning(ctx, messages)
-        try:
-            result = self.compact(messages, thread_id, prepared=prepared, ctx=ctx)
-        except CompactionError as exc:
-            return self._compacted(messages, exc, ctx.since(start))
-        self.remember(result, run_config)
-        return self._compacted(messages, result, ctx.since(start))
+        return drive(self.compaction_steps(messages, thread_id, prepared, run_config, ctx))
 
     async def acompaction(
         self,
@@ -1577,15 +1647,27 @@ class Compactor:
         run_config: Any = None,
         ctx: TurnContext | None = None,
     ) -> Turn:
-        """Async twin of :meth:`compaction`."""
+        """:meth:`compaction` with its I/O awaited (the same steps)."""
+        steps = self.compaction_steps(messages, thread_id, prepared, run_config, ctx)
+        return await adrive(steps)
+
+    def compaction_steps(
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        prepared: Any = None,
+        run_config: Any = None,
+        ctx: TurnContext | None = None,
+    ) -> Generator[Op, Outcome, Turn]:
+        """:meth:`compaction` as its sans-IO steps."""
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
         ctx = self._learning(ctx, messages)
         try:
-            result = await self.acompact(messages, thread_id, prepared=prepared, ctx=ctx)
+            result = yield from self.compact_steps(messages, thread_id, prepared, ctx)
         except CompactionError as exc:
             return self._compacted(messages, exc, ctx.since(start))
-        await self.aremember(result, run_config)
+        yield from self.remember_steps(result, run_config)
         return self._compacted(messages, result, ctx.since(start))
 
     @staticmethod
