@@ -459,6 +459,7 @@ class OursLCEL(Adapter):
             trigger_ratio=budget.trigger_ratio,
             summary_max_tokens=budget.summary_tokens,
         )
+        self.runnable_config = config
         self.runnable = compact_messages(
             config=config, summarizer=LLMSummarizer(summary_model), archive=None
         )

@@ -43,6 +43,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
+from langgraph.store.memory import InMemoryStore
 
 from bench._probe_script import (
     CONSTRAINTS,
@@ -58,7 +59,17 @@ from bench._probe_script import (
     script,
 )
 from bench.metrics import TruthCounter, message_texts
-from bench.peers import ADAPTERS, LABELS, Adapter, Budget, Ours, Prepared, with_usage
+from bench.peers import (
+    ADAPTERS,
+    LABELS,
+    Adapter,
+    Budget,
+    Ours,
+    OursLCEL,
+    Prepared,
+    with_usage,
+)
+from langchain_compact import StoreArchive, compact_messages
 from langchain_compact.graph import CompactionNodes
 from langchain_compact.summarizers import LLMSummarizer
 
@@ -96,16 +107,28 @@ LABELS_ALL = {**LABELS, "drop_all": "control: drops the whole history"}
 def _adapter(
     name: str, budget: Budget, summary_model: BaseChatModel, timeout: float | None = None
 ) -> Adapter:
+    """The system ``name`` as a user gets it: ours with an archive (the default archives
+    what it clears, and the summarizer reads those originals, issue 30), in a store in
+    memory here; the peers as :mod:`bench.peers` builds them."""
     if name == "drop_all":
         return DropAll(budget, summary_model)  # type: ignore[arg-type]
     adapter = ADAPTERS[name](budget, summary_model)  # type: ignore[arg-type]
-    if timeout is not None and isinstance(adapter, Ours):
-        # The peers wait for their summarizer as long as the server takes; ours gives up
-        # after ``summarizer_timeout`` (120 s by default) and falls back to extractive,
-        # which on a slow local server would measure the machine, not the summaries.
-        adapter.config = adapter.config.replace(summarizer_timeout=timeout)
+    archive = StoreArchive(InMemoryStore())
+    if isinstance(adapter, Ours):
+        if timeout is not None:
+            # The peers wait for their summarizer as long as the server takes; ours gives up
+            # after ``summarizer_timeout`` (120 s by default) and falls back to extractive,
+            # which on a slow local server would measure the machine, not the summaries.
+            adapter.config = adapter.config.replace(summarizer_timeout=timeout)
         adapter.nodes = CompactionNodes(
-            config=adapter.config, summarizer=LLMSummarizer(summary_model), archive=None
+            config=adapter.config, summarizer=LLMSummarizer(summary_model), archive=archive
+        )
+    elif isinstance(adapter, OursLCEL):
+        config = adapter.runnable_config
+        if timeout is not None:
+            config = config.replace(summarizer_timeout=timeout)
+        adapter.runnable = compact_messages(
+            config=config, summarizer=LLMSummarizer(summary_model), archive=archive
         )
     return adapter
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from dataclasses import dataclass, field
 
 from langchain_compact._placeholders import FACTS_MARK, append_facts, kept_facts
 from langchain_compact._render import word_prefix
@@ -332,6 +333,9 @@ _FILLER_RE = re.compile(
 _OMITTED_RE = re.compile(r"^\((\d+) older entries omitted")
 #: The heading of a summary's first section (the goal and hard constraints).
 _GOAL_HEADING_RE = re.compile(r"^##\s*1\.")
+#: The heading of a summary's fidelity supplement (``summarizers.fidelity_supplement``):
+#: verbatim lines the summary left out, a courtesy beside what the summary states.
+_SUPPLEMENT_HEADING_RE = re.compile(r"^##\s*Supplement\b")
 #: Lines a merged summary can drop first: calls (their arguments are archived) and the
 #: wording of placeholders (their fact lines are separate).
 _LOW_RE = re.compile(
@@ -393,9 +397,10 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
 
     Bullets are flattened (merges nest them), `` | ``-joined fact lines split, repeated
     ``item: item:`` prefixes collapsed, filler lines dropped, duplicates and lines another
-    line already contains removed (the newest copy stays), labels that only repeat the line
-    dropped. Headings (``## ...``) are kept while they head a line. Over ``soft_tokens``
-    (default ``max_tokens``), the oldest calls and prose lines go, then the oldest other data
+    line already contains removed (the newest copy stays, a summary's over a supplement's),
+    labels that only repeat the line dropped. Headings (``## ...``) are kept while they head
+    a line. Over ``soft_tokens`` (default ``max_tokens``), a fidelity supplement's plain data
+    lines go first, then the oldest calls and prose lines, then the oldest other data
     lines; over ``max_tokens``, then the oldest ``key = value`` facts, then the other
     constraints, the user's words and ticket-like ids, and last the lines of the goal section
     (``## 1.``, kept whole, one entry per line), a line that states a constraint the very
@@ -406,75 +411,130 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
         >>> condense_summary("## Facts\n- - a = 1\n- a = 1\n- called f({})\n- QX-9: QX-9: ok", 200)
         '## Facts\n- a = 1\n- called f({})\n- QX-9: ok'
     """
-    entries: list[tuple[bool, str]] = []  # (is_heading, text)
-    goal: set[int] = set()  # entries of the "Goal and hard constraints" section
-    in_goal = False
-    carried = 0  # entries earlier condensing omitted
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("#"):
-            in_goal = _GOAL_HEADING_RE.match(line) is not None
-            entries.append((True, line))
-            continue
-        if in_goal:  # the user's words and constraints: one entry each, never split
-            line = _BULLETS_RE.sub("", line).strip()
-            omitted = _OMITTED_RE.match(line)
-            if omitted:
-                carried += int(omitted.group(1))
-            elif line and not _FILLER_RE.match(line):
-                goal.add(len(entries))
-                entries.append((False, line))
-            continue
-        line = unlabel(_REPEAT_RE.sub(r"\1", _BULLETS_RE.sub("", line)).strip())
-        # One line per fact: the `` | ``-joined fact lines of a placeholder go apart.
-        for part in line.removeprefix(FACTS_MARK.strip()).split(" | "):
-            part = _BULLETS_RE.sub("", part).strip()
-            omitted = _OMITTED_RE.match(part)
-            if omitted:
-                carried += int(omitted.group(1))
-            elif part and not _FILLER_RE.match(part):
-                entries.append((False, part))
-    # Duplicates and contained lines: the newest copy of a line stays, a line that a longer
-    # line of the same rank or better states whole goes (longest first, so each line is
-    # checked against kept ones). A fact inside a call or a placeholder's wording stays on
-    # its own line: those go first when the bound is tight, and would take it along.
-    newest = {t: i for i, (h, t) in enumerate(entries) if not h}
-    keep = {i for i, (h, t) in enumerate(entries) if h or newest[t] == i}
+    parsed = _Parsed.of(text)
+    keep, ranks = _deduped(parsed)
+    soft = max_tokens if soft_tokens is None else min(soft_tokens, max_tokens)
+    dropped = _trimmed(parsed, keep, ranks, max_tokens, soft)
+    return _rendered(parsed, keep, dropped + parsed.carried)
+
+
+@dataclass
+class _Parsed:
+    """A summary text as :func:`condense_summary` reads it: one entry per heading or fact,
+    the entries of the goal section and of fidelity supplements, and how many entries an
+    earlier condensing said it omitted."""
+
+    entries: list[tuple[bool, str]] = field(default_factory=list)  # (is_heading, text)
+    goal: set[int] = field(default_factory=set)  # the "Goal and hard constraints" section
+    supplement: set[int] = field(default_factory=set)  # a fidelity supplement's lines
+    carried: int = 0
+
+    @classmethod
+    def of(cls, text: str) -> _Parsed:
+        parsed = cls()
+        in_goal = in_supplement = False
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line.startswith("#"):
+                in_goal = _GOAL_HEADING_RE.match(line) is not None
+                in_supplement = _SUPPLEMENT_HEADING_RE.match(line) is not None
+                parsed.entries.append((True, line))
+            elif in_goal:  # the user's words and constraints: one entry each, never split
+                parsed.add(_BULLETS_RE.sub("", line).strip(), parsed.goal)
+            else:
+                line = unlabel(_REPEAT_RE.sub(r"\1", _BULLETS_RE.sub("", line)).strip())
+                # One line per fact: the `` | ``-joined fact lines of a placeholder go apart.
+                for part in line.removeprefix(FACTS_MARK.strip()).split(" | "):
+                    part = _BULLETS_RE.sub("", part).strip()
+                    parsed.add(part, parsed.supplement if in_supplement else None)
+        return parsed
+
+    def add(self, line: str, section: set[int] | None) -> None:
+        omitted = _OMITTED_RE.match(line)
+        if omitted:
+            self.carried += int(omitted.group(1))
+        elif line and not _FILLER_RE.match(line):
+            if section is not None:
+                section.add(len(self.entries))
+            self.entries.append((False, line))
+
+    def courtesy(self, i: int, ranks: dict[str, int]) -> bool:
+        """Whether entry ``i`` is a supplement's plain data line (not an id, a ``key =
+        value`` fact or a constraint): what the summaries left out as a courtesy, which
+        goes before anything a summary states (filler log lines kept over a merged
+        summary's files and decisions lost both)."""
+        return i in self.supplement and ranks[self.entries[i][1]] >= 2
+
+
+def _deduped(parsed: _Parsed) -> tuple[set[int], dict[str, int]]:
+    """The entries kept after duplicates and contained lines go, and each line's rank.
+
+    The newest copy of a line stays (a supplement's copy of a line a summary states stands
+    for nothing: the newest copy outside the supplements stays when there is one); a line
+    that a longer line of the same rank or better states whole goes (longest first, so each
+    line is checked against kept ones). A fact inside a call or a placeholder's wording
+    stays on its own line: those go first when the bound is tight, and would take it along.
+    The goal's lines are checked against the goal's only (a fact that quotes a constraint
+    does not stand for it), a supplement's against the supplements' only."""
+    entries = parsed.entries
+    keep = _newest_copies(parsed)
     ranks = {t: _rank(t) for h, t in entries if not h}
-    # The kept lines of each rank, joined by a character no line holds, so "a longer kept
-    # line of the same rank or better holds it" is one substring search per rank.
-    # The goal's lines are checked against the goal's only (a fact that quotes a
-    # constraint does not stand for it).
-    kept = ["", "", "", ""]
-    kept_goal = ""
+    _drop_contained(parsed, keep, ranks)
+    return keep, ranks
+
+
+def _newest_copies(parsed: _Parsed) -> set[int]:
+    """The headings and the newest copy of each line (outside the supplements when a copy
+    is there)."""
+    entries, supplement = parsed.entries, parsed.supplement
+    newest = {t: i for i, (h, t) in enumerate(entries) if not h and i in supplement}
+    newest.update({t: i for i, (h, t) in enumerate(entries) if not h and i not in supplement})
+    return {i for i, (h, t) in enumerate(entries) if h or newest[t] == i}
+
+
+def _drop_contained(parsed: _Parsed, keep: set[int], ranks: dict[str, int]) -> None:
+    """Drop from ``keep`` each line a longer kept line of its bucket states whole."""
+    entries, goal, supplement = parsed.entries, parsed.goal, parsed.supplement
+    # The kept lines of each bucket (a rank, the goal, the supplements), joined by a
+    # character no line holds, so "a longer kept line holds it" is one substring search per
+    # bucket searched.
+    kept: dict[object, str] = {}
     for i in sorted((i for i in keep if not entries[i][0]), key=lambda i: -len(entries[i][1])):
         line = entries[i][1]
         rank = ranks[line]
-        if i in goal:
-            if len(line) >= 8 and line in kept_goal:
-                keep.discard(i)
-            else:
-                kept_goal += _APART + line
-        elif len(line) >= 8 and any(line in kept[r] for r in range(rank + 1)):
+        searched: tuple[object, ...] = ("goal",) if i in goal else tuple(range(rank + 1))
+        own: object = "goal" if i in goal else rank
+        if i in supplement:
+            searched, own = (*searched, "supplement"), "supplement"
+        if len(line) >= 8 and any(line in kept.get(b, "") for b in searched):
             keep.discard(i)
         else:
-            kept[rank] += _APART + line
+            kept[own] = kept.get(own, "") + _APART + line
+
+
+def _trimmed(
+    parsed: _Parsed, keep: set[int], ranks: dict[str, int], max_tokens: int, soft: int
+) -> int:
+    """Drop entries from ``keep`` until the text fits (see :func:`condense_summary` for the
+    order); how many were dropped."""
+    entries, goal = parsed.entries, parsed.goal
     # A line's cost: what it adds to a message (the message's own overhead cancels out).
     cost = {i: approx_text(f"- {entries[i][1]}") for i in keep}
     total = sum(cost[i] for i in keep if not entries[i][0])
     total += sum(len(entries[i][1]) // 3 + 1 for i in keep if entries[i][0])
     dropped = 0
-    # The goal's lines go last, and of those a constraint (a line that states one) last.
+    # The goal's lines go last, and of those a constraint (a line that states one) last; a
+    # supplement's plain data lines first.
     order = sorted(
         (i for i in keep if not entries[i][0]),
         key=lambda i: (
             i in goal,
             i in goal and CONSTRAINT_RE.search(entries[i][1]) is not None,
+            not parsed.courtesy(i, ranks),
             -ranks[entries[i][1]],
             i,
         ),
     )
-    soft = max_tokens if soft_tokens is None else min(soft_tokens, max_tokens)
     for i in order:
         rank = 0 if i in goal else ranks[entries[i][1]]
         # key = value facts (the values a task computed) go only over the bound, as the
@@ -488,20 +548,21 @@ def condense_summary(text: str, max_tokens: int, *, soft_tokens: int | None = No
         keep.discard(i)
         total -= cost[i]
         dropped += 1
-    out: list[str] = []
-    for i, (heading, line) in enumerate(entries):
-        if i not in keep:
-            continue
-        if heading:
-            out.append(line)
-        else:
-            out.append(f"- {line}")
+    return dropped
+
+
+def _rendered(parsed: _Parsed, keep: set[int], omitted: int) -> str:
+    out = [
+        line if heading else f"- {line}"
+        for i, (heading, line) in enumerate(parsed.entries)
+        if i in keep
+    ]
     # A heading with nothing under it (the next kept entry is a heading, or none) goes.
     lines = [
         ln
         for k, ln in enumerate(out)
         if not ln.startswith("#") or (k + 1 < len(out) and not out[k + 1].startswith("#"))
     ]
-    if dropped + carried:
-        lines.append(f"- ({dropped + carried} older entries omitted; archived)")
+    if omitted:
+        lines.append(f"- ({omitted} older entries omitted; archived)")
     return "\n".join(lines)
