@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
@@ -451,6 +451,120 @@ def _shed(sections: list[tuple[str, list[str]]], max_tokens: int) -> list[tuple[
     return list(kept.values())
 
 
+class _Collected:
+    """What :class:`ExtractiveSummarizer` gathers from a span, message by message, into its
+    five sections."""
+
+    def __init__(self) -> None:
+        self.goal: list[str] = []
+        self.facts: list[str] = []
+        self.actions: list[str] = []
+        self.carried: list[str] = []  # "other context" bullets of merged summaries
+        self.cleared: list[str] = []  # tool_call_ids of results cleared before this compaction
+        self.merged = 0
+        self.answered: set[str] = set()
+        self.calls: dict[str, str] = {}
+        self.last_ai = ""
+
+    def add(self, msg: BaseMessage, prior: BaseMessage | None) -> None:
+        text = message_text(msg)
+        if kind_of(msg) == KIND_SUMMARY:
+            self._summary(text)
+        elif isinstance(msg, HumanMessage):
+            self._human(text, prior)
+        elif isinstance(msg, AIMessage):
+            self._assistant(msg, text)
+        elif isinstance(msg, ToolMessage):
+            self._tool(msg, text)
+        elif not isinstance(msg, SystemMessage) and text.strip():
+            self.facts.append(f"{msg.type}: {_clip(text, 300)}")
+
+    def _summary(self, text: str) -> None:
+        """Merging earlier summaries: keep their bullets."""
+        self.merged += 1
+        by_section = _summary_bullets(text)
+        self.goal.extend(by_section.get("1", []))
+        # Merged facts stay dense: a tool result's bullet keeps its outcome segment, and a
+        # supplement item already stated in a fact is not repeated.
+        kept = [_ID_TAG_RE.sub(":", b.split(" | ")[0], 1) for b in by_section.get("2", [])]
+        stated = "\n".join(kept)
+        extra = [b for b in by_section.get("S", []) if b.split(": ")[0] not in stated]
+        self.facts.extend(kept + extra)
+        self.actions.extend(by_section.get("3", []))
+        self.carried.extend(by_section.get("5", []))
+
+    def _human(self, text: str, prior: BaseMessage | None) -> None:
+        if len(text) > OBSERVATION_CHARS or _is_observation(text, prior):
+            lines = " | ".join(_clip(ln, 200) for ln in _observation_lines(text))
+            self.facts.append("observation: " + lines)
+            return
+        self.goal.append("user: " + _clip(text, 400))
+        # The user's words are clipped; each constraint they state stays whole.
+        self.goal.extend(
+            "constraint: " + " ".join(s.split())
+            for s in _SENTENCE_RE.findall(text)
+            if CONSTRAINT_RE.search(s) and len(text) > 400
+        )
+
+    def _assistant(self, msg: AIMessage, text: str) -> None:
+        if text.strip():
+            self.last_ai = _clip(text, 300)
+            self.actions.append("assistant: " + _clip(text, 300))
+        for call in msg.tool_calls:
+            rendered = render_call(call["name"], call["args"])
+            self.calls[str(call.get("id"))] = rendered
+            self.actions.append(f"called {_clip(rendered, 400)}")
+        for bad in msg.invalid_tool_calls:  # answered by an error result, if at all
+            rendered = f"{bad.get('name') or 'a tool'} with malformed arguments"
+            self.calls[str(bad.get("id"))] = rendered
+            self.actions.append(f"called {rendered}: {_clip(str(bad.get('args')), 200)}")
+
+    def _tool(self, msg: ToolMessage, text: str) -> None:
+        self.answered.add(msg.tool_call_id)
+        if kind_of(msg) == KIND_CLEARED:  # a placeholder: keep its fact lines and id
+            self.cleared.append(msg.tool_call_id)
+            keys = placeholder_facts(text)
+            if keys:
+                name = msg.name or "tool"
+                self.facts.append(f"{name} [{msg.tool_call_id}]: " + " | ".join(keys))
+            return
+        flag = " (error)" if msg.status == "error" else ""
+        gist, keys = _outcome_lines(text)
+        shown = dict.fromkeys([*gist, *keys[:3]])
+        body = " | ".join(_clip(ln, 240) for ln in shown)
+        self.facts.append(f"{msg.name or 'tool'}{flag} [{msg.tool_call_id}]: {body}")
+
+    def _status(self, compacted: int) -> list[str]:
+        if self.merged and self.merged == compacted:
+            return [
+                f"merged from {self.merged} earlier summaries; the newest summary has the status"
+            ]
+        pending = [c for cid, c in self.calls.items() if cid not in self.answered]
+        return [
+            f"done: {len(self.answered)} tool call(s) returned, {compacted} messages compacted",
+            "pending: " + ("; ".join(pending) if pending else "no unanswered tool calls"),
+            "last assistant message: " + (self.last_ai or "unknown"),
+            "next step: unknown (continue from the facts above and the pinned task)",
+        ]
+
+    def sections(self, compacted: int) -> list[tuple[str, list[str]]]:
+        """The five sections, each without repeated entries."""
+        status = self._status(compacted)
+        carried = list(self.carried)
+        if self.cleared:
+            carried.append(
+                f"{len(self.cleared)} tool results had been cleared before this compaction"
+            )
+        sections: list[tuple[str, list[str]]] = [
+            ("1. Goal and hard constraints", self.goal or [NO_NEW_GOAL]),
+            ("2. Confirmed facts and data", self.facts or ["none recorded"]),
+            ("3. Decisions taken and why", self.actions or ["none recorded"]),
+            ("4. Status", status),
+            ("5. Other context", carried or ["none recorded"]),
+        ]
+        return [(title, list(dict.fromkeys(items))) for title, items in sections]
+
+
 class ExtractiveSummarizer:
     """Deterministic summary built from the messages themselves; no LLM.
 
@@ -470,97 +584,13 @@ class ExtractiveSummarizer:
     def summarize(
         self, messages: Sequence[BaseMessage], *, max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
     ) -> str:
-        goal: list[str] = []
-        facts: list[str] = []
-        actions: list[str] = []
-        carried: list[str] = []  # "other context" bullets of merged summaries
-        cleared: list[str] = []  # tool_call_ids of results cleared before this compaction
-        merged = 0
-        answered: set[str] = set()
-        calls: dict[str, str] = {}
-        last_ai = ""
+        collected = _Collected()
         previous: BaseMessage | None = None
         for msg in messages:
-            text = message_text(msg)
-            prior, previous = previous, msg
-            if kind_of(msg) == KIND_SUMMARY:  # merging earlier summaries: keep their bullets
-                merged += 1
-                by_section = _summary_bullets(text)
-                goal.extend(by_section.get("1", []))
-                # Merged facts stay dense: a tool result's bullet keeps its outcome segment,
-                # and a supplement item already stated in a fact is not repeated.
-                kept = [_ID_TAG_RE.sub(":", b.split(" | ")[0], 1) for b in by_section.get("2", [])]
-                stated = "\n".join(kept)
-                extra = [b for b in by_section.get("S", []) if b.split(": ")[0] not in stated]
-                facts.extend(kept + extra)
-                actions.extend(by_section.get("3", []))
-                carried.extend(by_section.get("5", []))
-            elif isinstance(msg, HumanMessage):
-                if len(text) > OBSERVATION_CHARS or _is_observation(text, prior):
-                    facts.append(
-                        "observation: "
-                        + " | ".join(_clip(ln, 200) for ln in _observation_lines(text))
-                    )
-                    continue
-                goal.append("user: " + _clip(text, 400))
-                # The user's words are clipped; each constraint they state stays whole.
-                goal.extend(
-                    "constraint: " + " ".join(s.split())
-                    for s in _SENTENCE_RE.findall(text)
-                    if CONSTRAINT_RE.search(s) and len(text) > 400
-                )
-            elif isinstance(msg, AIMessage):
-                if text.strip():
-                    last_ai = _clip(text, 300)
-                    actions.append("assistant: " + _clip(text, 300))
-                for call in msg.tool_calls:
-                    rendered = render_call(call["name"], call["args"])
-                    calls[str(call.get("id"))] = rendered
-                    actions.append(f"called {_clip(rendered, 400)}")
-                for bad in msg.invalid_tool_calls:  # answered by an error result, if at all
-                    rendered = f"{bad.get('name') or 'a tool'} with malformed arguments"
-                    calls[str(bad.get("id"))] = rendered
-                    actions.append(f"called {rendered}: {_clip(str(bad.get('args')), 200)}")
-            elif isinstance(msg, ToolMessage):
-                answered.add(msg.tool_call_id)
-                if kind_of(msg) == KIND_CLEARED:  # a placeholder: keep its fact lines and id
-                    cleared.append(msg.tool_call_id)
-                    keys = placeholder_facts(text)
-                    if keys:
-                        facts.append(
-                            f"{msg.name or 'tool'} [{msg.tool_call_id}]: " + " | ".join(keys)
-                        )
-                    continue
-                flag = " (error)" if msg.status == "error" else ""
-                gist, keys = _outcome_lines(text)
-                shown = dict.fromkeys([*gist, *keys[:3]])
-                body = " | ".join(_clip(ln, 240) for ln in shown)
-                facts.append(f"{msg.name or 'tool'}{flag} [{msg.tool_call_id}]: {body}")
-            elif not isinstance(msg, SystemMessage) and text.strip():
-                facts.append(f"{msg.type}: {_clip(text, 300)}")
-        pending = [c for cid, c in calls.items() if cid not in answered]
-        if merged and merged == len(messages):
-            status = [f"merged from {merged} earlier summaries; the newest summary has the status"]
-        else:
-            status = [
-                f"done: {len(answered)} tool call(s) returned, {len(messages)} messages compacted"
-            ]
-            status.append(
-                "pending: " + ("; ".join(pending) if pending else "no unanswered tool calls")
-            )
-            status.append("last assistant message: " + (last_ai or "unknown"))
-            status.append("next step: unknown (continue from the facts above and the pinned task)")
-        if cleared:
-            carried.append(f"{len(cleared)} tool results had been cleared before this compaction")
-        sections: list[tuple[str, list[str]]] = [
-            ("1. Goal and hard constraints", goal or [NO_NEW_GOAL]),
-            ("2. Confirmed facts and data", facts or ["none recorded"]),
-            ("3. Decisions taken and why", actions or ["none recorded"]),
-            ("4. Status", status),
-            ("5. Other context", carried or ["none recorded"]),
-        ]
-        sections = [(title, list(dict.fromkeys(items))) for title, items in sections]
-        if merged and merged == len(messages):
+            collected.add(msg, previous)
+            previous = msg
+        sections = collected.sections(len(messages))
+        if collected.merged and collected.merged == len(messages):
             # A merge of summaries: dense, and over the bound the calls and prose go first,
             # the facts last (a call's arguments repeat facts the merged summaries state).
             return condense_summary(fit_sections(sections, 1 << 30), max_tokens)
@@ -652,6 +682,40 @@ def fidelity_supplement(
         >>> fidelity_supplement([HumanMessage("ticket QX-4821 in /srv/app.py")], "a ticket")
         '...QX-4821: ticket QX-4821 in /srv/app.py...'
     """
+    sources = _supplement_sources(span)
+    missing = _missing_items(sources, summary)
+    paired, key_facts = _unpaired_values(sources, summary, missing)
+    if not missing:
+        return ""
+    # Ticket-like ids, URLs and the values of numeric ``key = value`` facts first, then the
+    # other items of key fact lines (paths among them), plain numbers last: under a tight
+    # bound the supplement keeps what is hardest to recover (the paths in the warning lines
+    # of a hundred logs used to rank with the values a tool computed, and push them out).
+    # The sort is stable. (A fact's context is then that fact line, wherever the item
+    # appeared first.) One pass over the key fact lines: each line's salient items are
+    # looked up in ``missing`` (dict lookups, not a scan of ``missing`` per line).
+    facts: dict[str, str] = {}
+    for line in key_facts:
+        for item in salient_items(line):
+            if item in missing and item not in facts:
+                facts[item] = _unwrapped(item, context_of(item, line))
+    missing.update(facts)
+
+    def rank(item: str) -> int:
+        base = salient_rank(item)
+        return 0 if base == 0 or item in paired else 1 if item in facts else 1 + base
+
+    ranked = sorted(missing.items(), key=lambda kv: rank(kv[0]))
+    lines = _within(ranked, rank, max_items, max_tokens, key_fact_tokens)
+    if len(lines) < len(missing):
+        lines.append(f"- ({len(missing) - len(lines)} more details: ask recall_archived)")
+    return "## Supplement: details the summary left out (verbatim)\n" + "\n".join(lines)
+
+
+def _supplement_sources(span: Sequence[BaseMessage]) -> list[str]:
+    """The texts :func:`fidelity_supplement` checks, what people and the assistant said
+    first (text and tool-call arguments), then the outcome lines of tool results and the
+    key facts cleared results kept in their placeholders."""
     primary: list[str] = []  # what people and the assistant said: checked first
     secondary: list[str] = []  # outcome lines of tool results
     for msg in span:
@@ -675,8 +739,13 @@ def fidelity_supplement(
             primary.append(text)
         if isinstance(msg, AIMessage):
             primary.extend(render_call(c["name"], c["args"]) for c in msg.tool_calls)
-    sources = primary + secondary
-    missing: dict[str, str] = {}  # item -> its context, in order of appearance
+    return primary + secondary
+
+
+def _missing_items(sources: Sequence[str], summary: str) -> dict[str, str]:
+    """Each salient item of ``sources`` that ``summary`` does not hold, with its context,
+    in order of appearance."""
+    missing: dict[str, str] = {}
     checked: set[str] = set()  # items already looked up in the summary
     for source in sources:
         # A placeholder's kept facts are joined with " | ": an item's context is its own
@@ -690,10 +759,20 @@ def fidelity_supplement(
                 if segments is None:
                     segments = "\n".join(_fact_segments(source))
                 missing[item] = _unwrapped(item, context_of(item, segments))
-    # A value is kept with its key: ``"previous": 674004`` in a later call's arguments does
-    # not say that step 7 produced it, so the fact line ``step=7 value=674004`` is missing.
-    # And with the other ``key=value`` pairs of its line: ``ep=32 value=140341`` (a line a
-    # summarizer cut at its start) does not say which step produced the value.
+    return missing
+
+
+def _unpaired_values(
+    sources: Sequence[str], summary: str, missing: dict[str, str]
+) -> tuple[set[str], list[str]]:
+    """Add to ``missing`` the values of numeric ``key = value`` facts that ``summary`` does
+    not state with their key (and with the other pairs of their line); return those facts'
+    values and the key fact lines of ``sources``, in order.
+
+    A value is kept with its key: ``"previous": 674004`` in a later call's arguments does
+    not say that step 7 produced it, so the fact line ``step=7 value=674004`` is missing.
+    And with the other ``key=value`` pairs of its line: ``ep=32 value=140341`` (a line a
+    summarizer cut at its start) does not say which step produced the value."""
     pairs = set(_PAIR.findall(summary))
     assigned = set(_ASSIGNED.findall(summary))
     paired: set[str] = set()  # values of numeric ``key = value`` facts
@@ -708,30 +787,21 @@ def fidelity_supplement(
                 paired.add(value)
                 if value not in missing and ((key, value) not in pairs or not whole):
                     missing[value] = _unwrapped(value, context_of(value, line))
-    if not missing:
-        return ""
-    # Ticket-like ids, URLs and the values of numeric ``key = value`` facts first, then the
-    # other items of key fact lines (paths among them), plain numbers last: under a tight
-    # bound the supplement keeps what is hardest to recover (the paths in the warning lines
-    # of a hundred logs used to rank with the values a tool computed, and push them out).
-    # The sort is stable. (A fact's context is then that fact line, wherever the item
-    # appeared first.) One pass over the key fact lines: each line's salient items are
-    # looked up in ``missing`` (dict lookups, not a scan of ``missing`` per line).
-    facts: dict[str, str] = {}
-    for line in key_facts:
-        for item in salient_items(line):
-            if item in missing and item not in facts:
-                facts[item] = _unwrapped(item, context_of(item, line))
-    missing.update(facts)
+    return paired, key_facts
 
-    def rank(item: str) -> int:
-        base = salient_rank(item)
-        return 0 if base == 0 or item in paired else 1 if item in facts else 1 + base
 
-    missing = dict(sorted(missing.items(), key=lambda kv: rank(kv[0])))
+def _within(
+    ranked: Sequence[tuple[str, str]],
+    rank: Callable[[str], int],
+    max_items: int | None,
+    max_tokens: int | None,
+    key_fact_tokens: int | None,
+) -> list[str]:
+    """The supplement's lines, in ``ranked`` order, up to ``max_items`` and ``max_tokens``
+    (key facts, rank 0, up to ``key_fact_tokens`` when larger)."""
     lines: list[str] = []
     used = 0
-    for item, ctx in missing.items():
+    for item, ctx in ranked:
         line = f"- {item}: {ctx}"
         cost = approximate_tokens([HumanMessage(line)]) - 6
         full = max_items is not None and len(lines) >= max_items
@@ -742,9 +812,7 @@ def fidelity_supplement(
             break
         lines.append(line)
         used += cost
-    if len(lines) < len(missing):
-        lines.append(f"- ({len(missing) - len(lines)} more details: ask recall_archived)")
-    return "## Supplement: details the summary left out (verbatim)\n" + "\n".join(lines)
+    return lines
 
 
 class _JoinedSummaries:

@@ -25,8 +25,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "langchain_compact"
 CEILING = 15
 #: Engine functions above the ceiling, and the most each may reach (to be brought down).
 ABOVE = {
-    "summarizers.py:ExtractiveSummarizer.summarize": 45,
-    "summarizers.py:fidelity_supplement": 40,
     "_compaction_plan.py:plan_compaction": 25,
     "_scan.py:_extend": 25,
     "config.py:CompactionConfig.__post_init__": 25,
@@ -76,7 +74,8 @@ def test_no_engine_function_above_its_ceiling() -> None:
 
 def test_nothing_in_the_package_above_25() -> None:
     assert over(_package(), PACKAGE_CEILING, PACKAGE_ABOVE, engine=False) == []
-    assert max(ABOVE.values()) > PACKAGE_CEILING  # the engine's own table is checked above
+    # nor in the engine (issue 32, must-show 3: nowhere above 25)
+    assert over(_package(), PACKAGE_CEILING, {}, engine=True) == []
 
 
 _BRANCHY = "def f(x):\n" + "".join(f"    if x == {n}:\n        return {n}\n" for n in range(16))
