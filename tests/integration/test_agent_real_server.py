@@ -54,8 +54,20 @@ from langchain_compact import (
 from langchain_compact.compaction import decide
 from langchain_compact.history import last_boundary_index
 from langchain_compact.markers import EVENT_KEY
+from langchain_compact.tokens import report_scale
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
+
+
+def anchored(before: list[BaseMessage], index: int, reported: int) -> int:
+    """The usage-anchored count of ``before``: the server's report at ``index``, plus the
+    estimate of what came after it, scaled by the ratio the server showed on what its
+    newest report added over the one before (``tokens.report_scale``: at least 1, so the
+    count of a new result never falls below the server's way of counting such content)."""
+    scale = report_scale(before, index, approximate_tokens, last_boundary_index(before))
+    assert scale >= 1.0
+    return reported + round(approximate_tokens(before[index + 1 :]) * scale)
+
 
 CALLS = 20
 THREAD = "accounting"  # run_agent's thread id: the archive namespace
@@ -96,11 +108,7 @@ def test_compaction_on_reported_usage_and_the_loop_continues(
     assert [type(m) for m in before[index + 1 :]] == [ToolMessage]
     decision = decide(before, config=run.config, tools=run.tools)
     assert decision.action == "compact"
-    assert (
-        decision.tokens
-        == first["tokens_before"]
-        == reported + approximate_tokens(before[index + 1 :])
-    )
+    assert decision.tokens == first["tokens_before"] == anchored(before, index, reported)
     assert decision.tokens >= trigger
     # A purely local count (tool schemas included) differs: the decision used the server's
     # own count, not the estimate (which may land on either side of the trigger here).
@@ -220,7 +228,7 @@ def test_create_compacting_agent_compacts_on_reported_usage(
     anchor = usage_anchor(before)
     assert anchor is not None
     index, reported = anchor
-    assert compaction["tokens_before"] == reported + approximate_tokens(before[index + 1 :])
+    assert compaction["tokens_before"] == anchored(before, index, reported)
     assert compaction["tokens_before"] >= (config.trigger_tokens or 0)
     schemas = [replay, make_recall_tool(JsonlArchive(tmp_path))]  # what the model is bound with
     # The decision used the server's count (above), not a purely local one, which the
