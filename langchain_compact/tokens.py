@@ -1043,10 +1043,12 @@ def report_scale(
 ) -> float:
     """How many tokens the provider counts per ``counter`` token on what the newest usage
     report (at ``i``) added since the one before it, when that is more than one: the
-    growth of the reported input (``input_tokens`` less the earlier report's input and
-    output) over the local count of the messages between (the tool results, a user turn).
-    The tool schemas, the system prompt and the chat template's fixed part are in both
-    reports, so they cancel: what is left is how the provider counts content like the
+    growth of the reported input (the newest report's ``input_tokens`` less the earlier
+    one's) over the local count of what the newest input holds beyond the earlier one (the
+    earlier reply, as it is sent back, and the messages after it: the tool results, a user
+    turn). The tool schemas, the system prompt and the chat template's fixed part are in
+    both inputs, so they cancel, and no output count is used (reasoning tokens are billed
+    as output but not sent back): what is left is how the provider counts content like the
     newest, which is what follows the report. ``1.0`` when it counts no more than
     ``counter``, when there is no earlier report since the boundary, when fewer than
     :data:`MIN_LEARNED_TOKENS` lie between, or when one of them was reduced since (the
@@ -1068,14 +1070,13 @@ def report_scale(
             continue
         if is_stale_report(earlier, bmeta, kept):  # made before the compaction
             return 1.0
-        between = messages[j + 1 : i]
-        if not between or any(_reduced(m) for m in between):
+        added = messages[j:i]  # the earlier reply, sent back, and what followed it
+        if len(added) < 2 or any(_reduced(m) for m in added):
             return 1.0
-        local = _local(between, counter) - (TOKENS_REPLY_PRIMING if between else 0)
+        local = _local(added, counter) - TOKENS_REPLY_PRIMING
         if local < MIN_LEARNED_TOKENS:
             return 1.0
         grew = int(usage.get("input_tokens", 0)) - int(report.get("input_tokens", 0))
-        grew -= int(report.get("output_tokens", 0))
         return min(RATIO_BOUNDS[1], max(1.0, grew / local))
     return 1.0
 

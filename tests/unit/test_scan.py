@@ -101,15 +101,14 @@ def ref_report_scale(messages: Sequence[BaseMessage], i: int, b: int, stale: set
     )
     if j is None or messages[j].id in stale:
         return 1.0
-    between = messages[j + 1 : i]
+    added = messages[j:i]
     reduced = any(
-        get_meta(m).get("saved_tokens") or get_meta(m).get("removed_tokens") for m in between
+        get_meta(m).get("saved_tokens") or get_meta(m).get("removed_tokens") for m in added
     )
-    local = approximate_tokens(between) - 3 if between else 0
-    if reduced or local < 200:
+    local = approximate_tokens(added) - 3
+    if reduced or len(added) < 2 or local < 200:
         return 1.0
-    now, then = messages[i].usage_metadata, messages[j].usage_metadata
-    grew = now["input_tokens"] - then["input_tokens"] - then["output_tokens"]
+    grew = messages[i].usage_metadata["input_tokens"] - messages[j].usage_metadata["input_tokens"]
     return min(1.5, max(1.0, grew / local))
 
 
