@@ -603,7 +603,6 @@ def merge_summaries(
         return
     if force and len(earlier) < 2:
         return
-    merge_bound = rooms.merge_bound(body_tokens)
     merge_ref = yield from archive_originals(
         draft.archive,
         earlier,
@@ -612,23 +611,7 @@ def merge_summaries(
         redactor=None,
         metadata={"index": index},
     )
-    ready = draft.job.prepared_merge
-    if ready is not None and ready[0] == tuple(message_key(m) for m in earlier):
-        merged_text = ready[1]  # prepared beside the model call: no work at the trigger
-        if not draft.job.prepared_merge_by_model:
-            draft.note_extractive("merged summaries")  # joined and condensed (premerge)
-    else:
-        merging = merger(summarizer, prepared=draft.used.endswith("(prepared)"))
-        merged_text, merge_used, merge_errors = yield from summarize_steps(
-            merging,
-            earlier,
-            config,
-            rooms.merge_call_bound(body_tokens),
-        )
-        draft.errors += merge_errors
-        if merging is not summarizer or merge_used.startswith("fallback:"):
-            draft.note_extractive("merged summaries")
-        merged_text = dense_merge(earlier, merged_text, merge_bound, soft_tokens=rooms.merge_dense)
+    merged_text = yield from _merged_text(draft, summarizer, earlier, body_tokens, rooms)
     merged_msg = summary_message(
         # counted as the header plus the text, which a prepared merge counted ahead
         merged_summary_header(last=index - 1) + merged_text,
@@ -643,6 +626,33 @@ def merge_summaries(
     head.insert(min(first, len(head)), merged_msg)
     draft.head = head
     draft.merged = len(earlier)
+
+
+def _merged_text(
+    draft: _Draft,
+    summarizer: Summarizer,
+    earlier: list[BaseMessage],
+    body_tokens: int,
+    rooms: Budget,
+) -> Generator[Op, Outcome, str]:
+    """The merged text of the ``earlier`` summaries: the one prepared beside the model call
+    when it merges these very summaries (no work at the trigger), else written now (by the
+    summarizer, or joined and condensed after a prepared summary), dense and checked. The
+    draft notes a merge that no model wrote."""
+    ready = draft.job.prepared_merge
+    if ready is not None and ready[0] == tuple(message_key(m) for m in earlier):
+        if not draft.job.prepared_merge_by_model:
+            draft.note_extractive("merged summaries")  # joined and condensed (premerge)
+        return ready[1]
+    merging = merger(summarizer, prepared=draft.used.endswith("(prepared)"))
+    merged_text, merge_used, merge_errors = yield from summarize_steps(
+        merging, earlier, draft.config, rooms.merge_call_bound(body_tokens)
+    )
+    draft.errors += merge_errors
+    if merging is not summarizer or merge_used.startswith("fallback:"):
+        draft.note_extractive("merged summaries")
+    merge_bound = rooms.merge_bound(body_tokens)
+    return dense_merge(earlier, merged_text, merge_bound, soft_tokens=rooms.merge_dense)
 
 
 def _merge_due(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Generator, Sequence
+from collections.abc import Collection, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -168,17 +168,7 @@ def plan_compaction(
     after the supervisor's own task, stays verbatim while the worker works on it.
     """
     n = len(messages)
-    b = last_boundary_index(messages)
-    if b >= 0:
-        head = list(messages[: b + 1])
-        start = b + 1
-        task_i = -1
-    else:
-        start = 0
-        while start < n and isinstance(messages[start], SystemMessage):
-            start += 1
-        head = list(messages[:start])
-        task_i = original_task_index(messages) if config.pin_original_task else -1
+    head, start, task_i = _head(messages, config)
     cut = find_safe_cut(messages, max(start, n - config.keep_last_n))
     budget = config.budget
     if budget is not None and cut < n:
@@ -189,21 +179,9 @@ def plan_compaction(
     if task_i >= cut:
         task_i = -1
     kept, cut = _around_provider_items(messages, start, cut, task_i)
-    # The user's request the model has not answered yet is never summarised: it stays
-    # verbatim after the summary, the first message of the tail (keep_last_n=0 too).
-    request = newest_request_index(messages)
-    if (
-        not (start <= request < cut)
-        or request == task_i
-        or request in kept
-        or (request < unread_start(messages) and not _open_subtask(messages, request, nested))
-    ):
-        request = -1
-    span = [
-        m
-        for i, m in enumerate(messages[start:cut], start)
-        if i != task_i and i != request and i not in kept
-    ]
+    request = _kept_request(messages, start, cut, task_i, kept, nested)
+    skipped = {task_i, request, *kept}
+    span = [m for i, m in enumerate(messages[start:cut], start) if i not in skipped]
     if not span:
         return None
     for i in sorted({*kept, task_i} - {-1}):
@@ -215,6 +193,44 @@ def plan_compaction(
     if request >= 0:
         tail.insert(0, messages[request])
     return Plan(head=head, span=span, tail=tail)
+
+
+def _head(
+    messages: Sequence[BaseMessage], config: CompactionConfig
+) -> tuple[list[BaseMessage], int, int]:
+    """``(head, where the span may start, the task's index or -1)``: everything up to the
+    newest boundary (the task is pinned in it already), else the leading system messages
+    and, with ``pin_original_task``, the original task."""
+    b = last_boundary_index(messages)
+    if b >= 0:
+        return list(messages[: b + 1]), b + 1, -1
+    start = 0
+    while start < len(messages) and isinstance(messages[start], SystemMessage):
+        start += 1
+    task_i = original_task_index(messages) if config.pin_original_task else -1
+    return list(messages[:start]), start, task_i
+
+
+def _kept_request(
+    messages: Sequence[BaseMessage],
+    start: int,
+    cut: int,
+    task_i: int,
+    kept: Collection[int],
+    nested: bool | None,
+) -> int:
+    """The user's request the model has not answered yet (``-1``: none): it is never
+    summarised, it stays verbatim after the summary, the first message of the tail
+    (``keep_last_n=0`` too)."""
+    request = newest_request_index(messages)
+    if (
+        not (start <= request < cut)
+        or request == task_i
+        or request in kept
+        or (request < unread_start(messages) and not _open_subtask(messages, request, nested))
+    ):
+        return -1
+    return request
 
 
 def _open_subtask(messages: Sequence[BaseMessage], request: int, nested: bool | None) -> bool:

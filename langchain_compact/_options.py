@@ -56,12 +56,17 @@ def check_options(
     if thread_id is not None and not isinstance(thread_id, str):
         raise ConfigError(f"thread_id must be a str, got {type(thread_id).__name__}.")
     if counter is not None:
-        if not callable(counter):
-            raise ConfigError(f"counter must be a callable messages -> int, got {counter!r}.")
-        probe = counter([HumanMessage("probe")])
-        if isinstance(probe, bool) or not isinstance(probe, int):
-            raise ConfigError(
-                f"counter must return an int token count, it returned "
-                f"{type(probe).__name__} ({probe!r:.40}); e.g. approximate_tokens or "
-                "TiktokenCounter()."
-            )
+        _check_counter(counter)
+
+
+def _check_counter(counter: Any) -> None:
+    """A token counter: callable on messages, returning an int."""
+    if not callable(counter):
+        raise ConfigError(f"counter must be a callable messages -> int, got {counter!r}.")
+    probe = counter([HumanMessage("probe")])
+    if isinstance(probe, bool) or not isinstance(probe, int):
+        raise ConfigError(
+            f"counter must return an int token count, it returned "
+            f"{type(probe).__name__} ({probe!r:.40}); e.g. approximate_tokens or "
+            "TiktokenCounter()."
+        )

@@ -133,74 +133,117 @@ def _extend(facts: HistoryFacts, messages: Sequence[object]) -> HistoryFacts | N
     """The facts of ``messages``, whose first ``facts.length`` are the ones ``facts``
     describes; ``None`` when a message is not a ``BaseMessage`` (the caller's own checks
     then name it)."""
-    boundary, bmeta, kept = facts.boundary, facts.boundary_meta, facts.kept_ids
-    ai_total, turns, removed = facts.ai_total, facts.turns_since, facts.removed_since
-    newest_ai, usage_id, anchor = facts.newest_ai, facts.newest_usage_id, facts.anchor
-    pinned, first_human = facts.pinned_task, facts.first_human
-    credit = dict(facts.credit)
-    window = facts.provider_window
-    # Usage reports since the newest boundary seen, oldest first: ``(index, message,
-    # credit owed to it so far)``. Only the newest one that is not stale anchors, so the staleness
-    # check (a hash of the reply) runs from the newest back, at the end, once per list
-    # rather than once per reply.
-    reports: list[tuple[int, AIMessage, int]] = []
+    reading = _Reading.after(facts)
     for i in range(facts.length, len(messages)):
         msg = messages[i]
         if not isinstance(msg, BaseMessage):
             return None
+        reading.read(i, msg)
+    return reading.facts(len(messages), facts)
+
+
+@dataclass(slots=True)
+class _Reading:
+    """The facts of a list as :func:`_extend` reads on from where a remembered result
+    stopped, one message at a time."""
+
+    boundary: int
+    bmeta: dict[str, Any]
+    kept: frozenset[str]
+    ai_total: int
+    turns: int
+    removed: int
+    newest_ai: int
+    usage_id: str | None
+    anchor: tuple[int, int, int] | None
+    pinned: int
+    first_human: int
+    credit: dict[str, int]
+    window: int | None
+    # Usage reports since the newest boundary seen, oldest first: ``(index, message,
+    # credit owed to it so far)``. Only the newest one that is not stale anchors, so the
+    # staleness check (a hash of the reply) runs from the newest back, at the end, once per
+    # list rather than once per reply.
+    reports: list[tuple[int, AIMessage, int]]
+
+    @classmethod
+    def after(cls, facts: HistoryFacts) -> _Reading:
+        return cls(
+            facts.boundary,
+            facts.boundary_meta,
+            facts.kept_ids,
+            facts.ai_total,
+            facts.turns_since,
+            facts.removed_since,
+            facts.newest_ai,
+            facts.newest_usage_id,
+            facts.anchor,
+            facts.pinned_task,
+            facts.first_human,
+            dict(facts.credit),
+            facts.provider_window,
+            [],
+        )
+
+    def read(self, i: int, msg: BaseMessage) -> None:
         meta = get_meta(msg)
         kind = meta.get("kind")
         kind = kind if isinstance(kind, str) else None
         if PROVIDER_WINDOW_KEY in meta:
-            window = _narrower(window, meta[PROVIDER_WINDOW_KEY])
+            self.window = _narrower(self.window, meta[PROVIDER_WINDOW_KEY])
         if kind == KIND_SUMMARY:
-            boundary, bmeta = i, meta
-            kept = frozenset(str(k) for k in meta.get("kept_ids") or [])
-            turns, removed, anchor = 0, 0, None
-            reports.clear()
-        elif kind in (KIND_CLEARED, KIND_TRUNCATED) and boundary < i:
-            removed += int(meta.get("removed_tokens", meta.get("saved_tokens", 0)))
-        if kind == KIND_PINNED_TASK and pinned < 0:
-            pinned = i
-        if (
-            first_human < 0
-            and isinstance(msg, HumanMessage)
-            and kind not in (KIND_SUMMARY, KIND_STOP)
-        ):
-            first_human = i
+            self.boundary, self.bmeta = i, meta
+            self.kept = frozenset(str(k) for k in meta.get("kept_ids") or [])
+            self.turns, self.removed, self.anchor = 0, 0, None
+            self.reports.clear()
+        elif kind in (KIND_CLEARED, KIND_TRUNCATED) and self.boundary < i:
+            self.removed += int(meta.get("removed_tokens", meta.get("saved_tokens", 0)))
+        self._task(i, msg, kind)
         owner = meta.get("usage_anchor")
         if isinstance(owner, str):  # before the anchor below: a reply may credit itself
-            credit[owner] = credit.get(owner, 0) + credited_savings(meta)
+            self.credit[owner] = self.credit.get(owner, 0) + credited_savings(meta)
         if isinstance(msg, AIMessage):
-            ai_total += 1
-            newest_ai = i
-            if msg.id not in kept:
-                turns += 1
-            usage = msg.usage_metadata
-            if usage:
-                usage_id = msg.id
-                owed = credit.get(msg.id, 0) if msg.id is not None else 0
-                reports.append((i, msg, owed))
-    anchor = _fresh_anchor(reports, bmeta, kept) or anchor
-    return HistoryFacts(
-        length=len(messages),
-        boundary=boundary,
-        boundary_meta=bmeta,
-        kept_ids=kept,
-        ai_total=ai_total,
-        turns_since=turns if boundary >= 0 else ai_total,
-        removed_since=removed,
-        newest_ai=newest_ai,
-        newest_usage_id=usage_id,
-        anchor=anchor,
-        pinned_task=pinned,
-        first_human=first_human,
-        credit=credit,
-        provider_window=window,
-        _checked=dict(facts._checked),
-        _counted=dict(facts._counted),
-        _notes=dict(facts._notes),
-    )
+            self._reply(i, msg)
+
+    def _task(self, i: int, msg: BaseMessage, kind: str | None) -> None:
+        """The first pinned task and the first human message (not a summary or a stop)."""
+        if kind == KIND_PINNED_TASK and self.pinned < 0:
+            self.pinned = i
+        human = isinstance(msg, HumanMessage) and kind not in (KIND_SUMMARY, KIND_STOP)
+        if self.first_human < 0 and human:
+            self.first_human = i
+
+    def _reply(self, i: int, msg: AIMessage) -> None:
+        self.ai_total += 1
+        self.newest_ai = i
+        if msg.id not in self.kept:
+            self.turns += 1
+        if msg.usage_metadata:
+            self.usage_id = msg.id
+            owed = self.credit.get(msg.id, 0) if msg.id is not None else 0
+            self.reports.append((i, msg, owed))
+
+    def facts(self, length: int, prior: HistoryFacts) -> HistoryFacts:
+        anchor = _fresh_anchor(self.reports, self.bmeta, self.kept) or self.anchor
+        return HistoryFacts(
+            length=length,
+            boundary=self.boundary,
+            boundary_meta=self.bmeta,
+            kept_ids=self.kept,
+            ai_total=self.ai_total,
+            turns_since=self.turns if self.boundary >= 0 else self.ai_total,
+            removed_since=self.removed,
+            newest_ai=self.newest_ai,
+            newest_usage_id=self.usage_id,
+            anchor=anchor,
+            pinned_task=self.pinned,
+            first_human=self.first_human,
+            credit=self.credit,
+            provider_window=self.window,
+            _checked=dict(prior._checked),
+            _counted=dict(prior._counted),
+            _notes=dict(prior._notes),
+        )
 
 
 def _narrower(window: int | None, learned: object) -> int | None:
@@ -245,6 +288,19 @@ def history_facts(messages: Sequence[object]) -> HistoryFacts | None:
     if len(messages) < MIN_MEMO_LENGTH:
         return _extend(_EMPTY, messages)
     items = messages if isinstance(messages, list) else list(messages)
+    found, remembered = _remembered(items)
+    if found:
+        return remembered
+    fresh = _extend(_EMPTY, items)  # outside the lock: a first read of a long history
+    if fresh is not None:
+        _remember(items, fresh)
+    return fresh
+
+
+def _remembered(items: list[object]) -> tuple[bool, HistoryFacts | None]:
+    """``(True, facts)`` when a remembered history is a prefix of ``items`` (its facts
+    extended to the rest; ``None``: a message is not a ``BaseMessage``), else ``(False,
+    None)``."""
     key = id(items[0])
     with _lock:  # one history at a time: a remembered list is extended in place
         entries = _memo.get(key, [])
@@ -265,25 +321,28 @@ def history_facts(messages: Sequence[object]) -> HistoryFacts | None:
                 _memo.move_to_end(key)
                 entries.pop(k)
                 entries.insert(0, (seen, longer))
-                return longer
+                return True, longer
             del seen[n:]
             if longer is None:
-                return None  # a message is not a BaseMessage: the caller names it
-    fresh = _extend(_EMPTY, items)  # outside the lock: a first read of a long history
-    if fresh is not None:
-        with _lock:
-            # Newest first; an edited history's earlier version is pushed out in turn (a
-            # stale entry costs a later lookup one pass over pointers at most).
-            entries = _memo.setdefault(key, [])
-            entries.insert(0, (list(items), fresh))
-            del entries[MEMO_PER_FIRST:]
-            _memo.move_to_end(key)
-            while sum(len(e) for e in _memo.values()) > MEMO_SIZE:
-                oldest = next(iter(_memo.values()))
-                oldest.pop()
-                if not oldest:
-                    _memo.popitem(last=False)
-    return fresh
+                return True, None  # a message is not a BaseMessage: the caller names it
+    return False, None
+
+
+def _remember(items: list[object], fresh: HistoryFacts) -> None:
+    """Remember ``fresh``, the facts of ``items``: newest first; an edited history's
+    earlier version is pushed out in turn (a stale entry costs a later lookup one pass
+    over pointers at most)."""
+    key = id(items[0])
+    with _lock:
+        entries = _memo.setdefault(key, [])
+        entries.insert(0, (list(items), fresh))
+        del entries[MEMO_PER_FIRST:]
+        _memo.move_to_end(key)
+        while sum(len(e) for e in _memo.values()) > MEMO_SIZE:
+            oldest = next(iter(_memo.values()))
+            oldest.pop()
+            if not oldest:
+                _memo.popitem(last=False)
 
 
 def clear_memo() -> None:

@@ -411,45 +411,22 @@ def _steps(
     if plan is None:
         tokens = context_tokens(messages, counter=counter, tools=tools)
         return CompactionResult(list(messages), None, tokens, tokens, reason="nothing to compact")
-    info = compaction_info(messages)
     tokens_before = context_tokens(messages, counter=counter, tools=tools)
     in_force = None if config.trigger_tokens is None else effective_trigger(messages, config)
     cause = when.compaction_cause(tokens_before, in_force)
-    use = use_prepared(
-        prepared,
+    job = _job(
         messages,
         plan,
-        config=config,
-        summarizer=summarizer,
-        counter=counter,
-        tokens_before=tokens_before,
-    )
-    used = prepared if use.text is not None else None  # the prepared summary this one takes
-    job = Compaction(
-        messages,
-        use.plan,
         config,
         summarizer,
+        prepared,
         archive=archive,
         thread_id=thread_id,
         counter=counter,
         tools=tools,
         calibrate=calibrate,
         tokens_before=tokens_before,
-        index=info.count + 1,
-        turns_since=info.turns_since,
-        refill_streak=info.refill_streak,
         cause=cause,
-        prepared_text=use.text,
-        prepared_covers=use.covers,
-        prepared_note=use.note,
-        prepared_calls=used.calls if used is not None else 0,
-        prepared_merge=(
-            (tuple(used.merged_ids), used.merged) if used is not None and used.merged else None
-        ),
-        prepared_merge_by_model=prepared is not None and prepared.merged_by_model,
-        # What the tail keeps beside the newest turn is summarised before anything else goes.
-        last_resort=_newest_turn_alone(use.plan),
     )
     result = yield from compaction_steps(job)
     fit = config.fit_tokens
@@ -500,6 +477,62 @@ def _steps(
         errors=(*result.errors, *second.errors),
         extractive_parts=tuple(dict.fromkeys([*result.extractive_parts, *second.extractive_parts])),
         prepared=result.prepared,
+    )
+
+
+def _job(
+    messages: Sequence[BaseMessage],
+    plan: Plan,
+    config: CompactionConfig,
+    summarizer: Summarizer,
+    prepared: Prepared | None,
+    *,
+    archive: TranscriptArchive | None,
+    thread_id: str,
+    counter: TokenCounter,
+    tools: Sequence[Any] | None,
+    calibrate: bool,
+    tokens_before: int,
+    cause: str,
+) -> Compaction:
+    """The compaction to run on ``plan``: with the prepared summary when it still covers a
+    prefix of the span (:func:`~langchain_compact._prepare.use_prepared`)."""
+    info = compaction_info(messages)
+    use = use_prepared(
+        prepared,
+        messages,
+        plan,
+        config=config,
+        summarizer=summarizer,
+        counter=counter,
+        tokens_before=tokens_before,
+    )
+    used = prepared if use.text is not None else None  # the prepared summary this one takes
+    return Compaction(
+        messages,
+        use.plan,
+        config,
+        summarizer,
+        archive=archive,
+        thread_id=thread_id,
+        counter=counter,
+        tools=tools,
+        calibrate=calibrate,
+        tokens_before=tokens_before,
+        index=info.count + 1,
+        turns_since=info.turns_since,
+        refill_streak=info.refill_streak,
+        cause=cause,
+        prepared_text=use.text,
+        prepared_covers=use.covers,
+        prepared_note=use.note,
+        prepared_calls=used.calls if used is not None else 0,
+        prepared_merge=(
+            (tuple(used.merged_ids), used.merged) if used is not None and used.merged else None
+        ),
+        prepared_merge_by_model=prepared is not None and prepared.merged_by_model,
+        # What the tail keeps beside the newest turn is summarised before anything else goes.
+        last_resort=_newest_turn_alone(use.plan),
     )
 
 

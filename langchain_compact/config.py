@@ -302,6 +302,13 @@ class CompactionConfig:
     this setting changes nothing."""
 
     def __post_init__(self) -> None:
+        # In the order of the fields, so the first bad one named is the first in the docs.
+        self._check_modes_and_ratios()
+        self._check_counts()
+        self._check_values()
+        self._check_pairs()
+
+    def _check_modes_and_ratios(self) -> None:
         if self.on_invalid_history not in ("repair", "raise"):
             raise ConfigError(
                 f"on_invalid_history={self.on_invalid_history!r} is not allowed: use 'repair' "
@@ -320,6 +327,8 @@ class CompactionConfig:
         _check_ratio(self, "prepare_ratio")
         if self.prepare is not None and not isinstance(self.prepare, bool):
             raise ConfigError(f"prepare={self.prepare!r} must be True, False or None (auto).")
+
+    def _check_counts(self) -> None:
         _check_int(self, "reply_reserve_tokens", low=0, optional=True)
         _check_int(self, "micro_keep", low=0)
         _check_int(self, "micro_min_chars", low=0)
@@ -344,6 +353,8 @@ class CompactionConfig:
                 f"summarizer_timeout={self.summarizer_timeout!r} is out of range: "
                 "use a number of seconds > 0, or None for no limit."
             )
+
+    def _check_values(self) -> None:
         if not isinstance(self.micro_exclude_tools, tuple) or not all(
             isinstance(t, str) for t in self.micro_exclude_tools
         ):
@@ -358,6 +369,10 @@ class CompactionConfig:
             raise ConfigError("archive_dir must be a non-empty directory path string.")
         if self.digest is not None and not callable(self.digest):
             raise ConfigError("digest must be a callable str -> str (e.g. llm_digest(model)).")
+        if self.redactor is not None and not callable(self.redactor):
+            raise ConfigError("redactor must be a callable str -> str, or None.")
+
+    def _check_pairs(self) -> None:
         if (
             self.context_window is not None
             and self.reply_reserve_tokens is not None
@@ -367,8 +382,6 @@ class CompactionConfig:
                 f"reply_reserve_tokens={self.reply_reserve_tokens} must be smaller than "
                 f"context_window={self.context_window}."
             )
-        if self.redactor is not None and not callable(self.redactor):
-            raise ConfigError("redactor must be a callable str -> str, or None.")
         if (
             self.large_tool_result_chars is not None
             and self.large_tool_result_keep_chars >= self.large_tool_result_chars

@@ -105,6 +105,30 @@ def _not_a_secret(value: str) -> bool:
     return False
 
 
+def _at_line_start(text: str, start: int) -> bool:
+    """Whether only indentation, a bullet, a quote or a command (``export``...) stands
+    before ``start`` on its line (a short look back: a long line's start is never
+    searched for)."""
+    before = text[max(0, start - 80) : start]
+    line = before.rpartition("\n")[2] if "\n" in before or start <= 80 else "x"
+    return not line.strip(" \t-\"'`[{(") or line.strip().lower() in _COMMANDS
+
+
+def _prose(word: str, after: str, at_line_start: bool) -> bool:
+    """Whether ``word`` after a colon starts prose, not a value ("Set the password: it
+    must...", "The secret: nobody reads...": a colon mid-line followed by lower-case words);
+    ``after``: the two characters after the word."""
+    first = word.lower()
+    if first in P.PROSE_START:
+        return True
+    return (
+        not at_line_start
+        and first.isalpha()
+        and word.islower()
+        and (len(first) < 4 or (after[:1] == " " and after[1:].islower()))
+    )
+
+
 def _keywords(text: str) -> str:
     """``password = ...`` and friends; one left-to-right pass that never rescans a value."""
     out: list[str] = []
@@ -118,10 +142,7 @@ def _keywords(text: str) -> str:
             continue
         out.append(text[pos:end])
         pos = end
-        # Only a short look back (a long line's start is never searched for).
-        before = text[max(0, start - 80) : start]
-        line = before.rpartition("\n")[2] if "\n" in before or start <= 80 else "x"
-        at_line_start = not line.strip(" \t-\"'`[{(") or line.strip().lower() in _COMMANDS
+        at_line_start = _at_line_start(text, start)
         colon = ":" in match["sep"] and "=" not in match["sep"]
         quoted = P.QUOTED.match(text, end)
         if quoted:
@@ -142,19 +163,7 @@ def _keywords(text: str) -> str:
             if more:
                 value_end = more.end()
         value = text[end:value_end].rstrip()
-        first = word[0].lower()
-        # "Set the password: it must...", "The secret: nobody reads...": a colon mid-line
-        # followed by lower-case words is prose, not a value.
-        after = text[word.end() : word.end() + 2]
-        prose = colon and (
-            first in P.PROSE_START
-            or (
-                not at_line_start
-                and first.isalpha()
-                and word[0].islower()
-                and (len(first) < 4 or (after[:1] == " " and after[1:].islower()))
-            )
-        )
+        prose = colon and _prose(word[0], text[word.end() : word.end() + 2], at_line_start)
         # "secret_key: 512 bits": a size, not a value
         size = word[0].isdigit() and P.SIZE_UNIT.match(text, word.end()) is not None
         if prose or size or _not_a_secret(word[0]):

@@ -298,9 +298,15 @@ def _block_parts(block: dict[str, Any], pricing: ImagePricing, texts: list[str])
     if kind in ("tool_use", "function_call"):
         texts.append(json.dumps(block.get("input", block.get("arguments", "")), default=str))
         return 0
-    # Every other block (reasoning, thinking, server-tool calls and results, documents,
-    # audio, files, provider-specific): its JSON form, nested content blocks counted as
-    # blocks, inline payloads by their size instead of as text.
+    return _other_block_parts(block, kind, pricing, texts)
+
+
+def _other_block_parts(
+    block: dict[str, Any], kind: Any, pricing: ImagePricing, texts: list[str]
+) -> int:
+    """Every other block (reasoning, thinking, server-tool calls and results, documents,
+    audio, files, provider-specific): its JSON form, nested content blocks counted as
+    blocks, inline payloads by their size instead of as text."""
     fixed = 0
     slim: dict[str, Any] = {}
     for key, value in block.items():

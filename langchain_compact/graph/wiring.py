@@ -152,7 +152,20 @@ def add_compaction(
         entered = nodes.entry(inner, model_node)
         builder.nodes[model_node] = dataclasses.replace(model_spec, runnable=entered)
 
-    # Redirect every way into the model node through the gate.
+    _through_gate(builder, model_node, gate)
+    runnables = nodes.runnables()
+    schema = compaction_state(messages_key)
+    if not nodes.core.prepares:  # no summary to prepare (the extractive summarizer is local)
+        del names["prepare"]
+    for role, node_name in names.items():
+        builder.add_node(node_name, runnables[role], input_schema=schema)
+    _route_from_gate(builder, nodes, gate, model_node, names)
+    return builder
+
+
+def _through_gate(builder: StateGraph[Any, Any, Any, Any], model_node: str, gate: str) -> None:
+    """Redirect every way into the model node (edges, waiting edges, branches) through
+    the gate."""
     for start, end in list(builder.edges):
         if end == model_node:
             builder.edges.discard((start, end))
@@ -165,12 +178,15 @@ def add_compaction(
         for name, spec in list(branches.items()):
             branches[name] = _redirect_branch(spec, model_node, gate)
 
-    runnables = nodes.runnables()
-    schema = compaction_state(messages_key)
-    if not nodes.core.prepares:  # no summary to prepare (the extractive summarizer is local)
-        del names["prepare"]
-    for role, node_name in names.items():
-        builder.add_node(node_name, runnables[role], input_schema=schema)
+
+def _route_from_gate(
+    builder: StateGraph[Any, Any, Any, Any],
+    nodes: CompactionNodes,
+    gate: str,
+    model_node: str,
+    names: dict[str, str],
+) -> None:
+    """The gate's routes (continue, compact, stop, prepare) and the edges after them."""
     ends: dict[Hashable, str] = {
         "continue": model_node,
         "compact": names["summarize"],
@@ -185,7 +201,6 @@ def add_compaction(
     builder.add_edge(names["stop"], END)
     if "prepare" in names:
         builder.add_edge(names["prepare"], END)  # its branch ends; the model's goes on
-    return builder
 
 
 def _redirect_branch(spec: BranchSpec, target: str, gate: str) -> BranchSpec:
