@@ -71,6 +71,7 @@ from bench.peers import (
 )
 from langchain_compact import StoreArchive, compact_messages
 from langchain_compact.graph import CompactionNodes
+from langchain_compact.markers import get_meta, newest_boundary
 from langchain_compact.summarizers import LLMSummarizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,7 +102,16 @@ class DropAll(Adapter):
         return Prepared(model_input=[], hook_seconds=0.0, compacted=True)
 
 
-LABELS_ALL = {**LABELS, "drop_all": "control: drops the whole history"}
+#: Ours with one of the protections of a summary from a weak model taken away (issue 30:
+#: "measure what each adds"): the pinned task (``pin_original_task=False``), the fidelity
+#: supplement (its function replaced by one that finds nothing, for that run only). The
+#: third, the extractive fallback, is counted instead (``fallback_summaries``: the
+#: summaries it wrote, each a compaction that would have failed without it).
+ABLATIONS = {
+    "ours_no_pin": "langchain-compact without the pinned task",
+    "ours_no_supplement": "langchain-compact without the fidelity supplement",
+}
+LABELS_ALL = {**LABELS, **ABLATIONS, "drop_all": "control: drops the whole history"}
 
 
 def _adapter(
@@ -112,7 +122,9 @@ def _adapter(
     memory here; the peers as :mod:`bench.peers` builds them."""
     if name == "drop_all":
         return DropAll(budget, summary_model)  # type: ignore[arg-type]
-    adapter = ADAPTERS[name](budget, summary_model)  # type: ignore[arg-type]
+    adapter = ADAPTERS["ours" if name in ABLATIONS else name](budget, summary_model)  # type: ignore[arg-type]
+    if name == "ours_no_pin" and isinstance(adapter, Ours):
+        adapter.config = adapter.config.replace(pin_original_task=False)
     archive = StoreArchive(InMemoryStore())
     if isinstance(adapter, Ours):
         if timeout is not None:
@@ -131,6 +143,34 @@ def _adapter(
             config=config, summarizer=LLMSummarizer(summary_model), archive=archive
         )
     return adapter
+
+
+@contextlib.contextmanager
+def _ablated(name: str) -> Iterator[None]:
+    """The fidelity supplement turned off for the run of ``ours_no_supplement`` (both the
+    compaction's and a merge's check find nothing missing); nothing for the others."""
+    if name != "ours_no_supplement":
+        yield
+        return
+    from langchain_compact import _compaction_phases, summarizers
+
+    saved = (_compaction_phases.fidelity_supplement, summarizers.fidelity_supplement)
+    _compaction_phases.fidelity_supplement = summarizers.fidelity_supplement = _nothing_missing  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _compaction_phases.fidelity_supplement, summarizers.fidelity_supplement = saved
+
+
+def _nothing_missing(*args: Any, **kwargs: Any) -> str:
+    return ""
+
+
+def _by_fallback(messages: Sequence[BaseMessage]) -> bool:
+    """Whether the newest summary of ``messages`` was written by the extractive fallback."""
+    boundary, _kept = newest_boundary(messages)
+    written = str(get_meta(messages[boundary]).get("summarizer", "")) if boundary >= 0 else ""
+    return written.startswith("fallback:") or "+ ExtractiveSummarizer" in written
 
 
 def context_text(messages: Sequence[BaseMessage]) -> str:
@@ -162,7 +202,7 @@ def run_system(
     adapter = _adapter(name, budget, summary_model, summarizer_timeout)
     prepared = adapter.prepare(opening())
     turns = script(plant, rng, log_chars=log_chars)
-    compactions, turn, peak = 0, 0, 0
+    compactions, turn, peak, fallback = 0, 0, 0, 0
     points: list[dict[str, Any]] = []
     stop = ""
     t0 = time.perf_counter()
@@ -178,45 +218,47 @@ def run_system(
             "compactions": compactions,
             "summarizer_calls": len(summary_model.log),  # type: ignore[attr-defined]
             "peak_context_tokens": peak,
+            "fallback_summaries": fallback if name.startswith("ours") else None,
             "stop_reason": stop,
             "seconds": round(time.perf_counter() - t0, 1),
             "plant": plant.__dict__,
             **({"partial": True} if partial else {}),
         }
 
-    while want and turn < max_turns:
-        reply, arrived = next(turns)
-        adapter.observe(with_usage(reply, prepared.model_input, truth))
-        prepared = adapter.prepare(arrived)
-        turn += 1
-        tokens = truth(prepared.model_input)
-        peak = max(peak, tokens)
-        if prepared.stopped:
-            stop = prepared.stop_reason
-            break
-        if not prepared.compacted:
-            continue
-        compactions += 1
-        if compactions != want[0]:
-            continue
-        want.pop(0)
-        probes: dict[str, Any] = {}
-        context = context_text(prepared.model_input)
-        for kind in KINDS:
-            answer = str(agent.invoke(probe_input(prepared.model_input, kind)).content)
-            items = check(kind, answer, plant)
-            held = check(kind, context, plant)
-            probes[kind] = {
-                "score": sum(items.values()) / len(items),
-                "items": items,
-                "in_context": sum(held.values()) / len(held),
-                "answer": answer[:400],
-            }
-        points.append(
-            {"compactions": compactions, "turn": turn, "context_tokens": tokens, "probes": probes}
-        )
-        if on_point is not None and want:
-            on_point(record(partial=True))
+    with _ablated(name):
+        while want and turn < max_turns:
+            reply, arrived = next(turns)
+            adapter.observe(with_usage(reply, prepared.model_input, truth))
+            prepared = adapter.prepare(arrived)
+            turn += 1
+            tokens = truth(prepared.model_input)
+            peak = max(peak, tokens)
+            if prepared.stopped:
+                stop = prepared.stop_reason
+                break
+            if not prepared.compacted:
+                continue
+            compactions += 1
+            fallback += _by_fallback(prepared.model_input)
+            if compactions != want[0]:
+                continue
+            want.pop(0)
+            probes: dict[str, Any] = {}
+            context = context_text(prepared.model_input)
+            for kind in KINDS:
+                answer = str(agent.invoke(probe_input(prepared.model_input, kind)).content)
+                items = check(kind, answer, plant)
+                held = check(kind, context, plant)
+                probes[kind] = {
+                    "score": sum(items.values()) / len(items),
+                    "items": items,
+                    "in_context": sum(held.values()) / len(held),
+                    "answer": answer[:400],
+                }
+            point = {"compactions": compactions, "turn": turn, "context_tokens": tokens}
+            points.append({**point, "probes": probes})
+            if on_point is not None and want:
+                on_point(record(partial=True))
     return record(partial=False)
 
 
@@ -280,12 +322,15 @@ def table(result: dict[str, Any]) -> str:
     ks = result["settings"]["checkpoints"]
     fact_kinds = [k for k in KINDS if k != "constraints"]
     head = ["system", *fact_kinds, *(f"constraints after {k}" for k in ks), "turns", "summaries"]
+    head.append("written by the fallback")
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for run in result["runs"]:
         label = run["label"] + (" (stopped early)" if run.get("partial") else "")
         cells = [label, *(_mean(run, kind) for kind in fact_kinds)]
         cells += [_cell(run, k, "constraints") for k in ks]
         cells += [str(run["turns"]), str(run["summarizer_calls"])]
+        written = run.get("fallback_summaries")
+        cells.append("-" if written is None else f"{written} of {run['compactions']}")
         rows.append("| " + " | ".join(cells) + " |")
     s = result["settings"]
     return (
@@ -399,9 +444,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.log_chars:
         settings["log_chars"] = args.log_chars
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [s for s in systems if s not in (*ADAPTERS, "drop_all")]
+    unknown = [s for s in systems if s not in (*ADAPTERS, *ABLATIONS, "drop_all")]
     if unknown:
-        parser.error(f"unknown systems {unknown}; choose from {[*ADAPTERS, 'drop_all']}")
+        known = [*ADAPTERS, *ABLATIONS, "drop_all"]
+        parser.error(f"unknown systems {unknown}; choose from {known}")
     t0 = time.perf_counter()
     command = "python -m bench.probes " + " ".join(argv if argv is not None else sys.argv[1:])
     result: dict[str, Any] = {}

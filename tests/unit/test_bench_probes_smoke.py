@@ -88,3 +88,29 @@ def test_checker_is_exact() -> None:
         "eur": False,
         "force_push": False,
     }
+
+
+def test_the_ablations_run_and_put_the_supplement_back() -> None:
+    from langchain_compact import _compaction_phases, summarizers
+
+    before = (_compaction_phases.fidelity_supplement, summarizers.fidelity_supplement)
+    from bench._probe_script import FactKeepingSummarizer, FactReader
+
+    settings = probes.SIZES["smoke"]
+    for name in probes.ABLATIONS:
+        run = probes.run_system(
+            name,
+            summary_model=FactKeepingSummarizer(),
+            agent=FactReader(),
+            window=settings["window"],
+            checkpoints=settings["checkpoints"][:1],
+            log_chars=settings["log_chars"],
+            max_turns=settings["max_turns"],
+        )
+        assert run["label"] == probes.ABLATIONS[name]
+        assert run["not_reached"] == [], name
+        assert isinstance(run["fallback_summaries"], int)
+    assert (_compaction_phases.fidelity_supplement, summarizers.fidelity_supplement) == before
+    with probes._ablated("ours_no_supplement"):
+        assert summarizers.fidelity_supplement is probes._nothing_missing
+    assert summarizers.fidelity_supplement is before[1]
