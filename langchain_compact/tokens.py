@@ -567,10 +567,11 @@ class TiktokenCounter:
         return self._pricing
 
     def priced(self, pricing: ImagePricing) -> TiktokenCounter:
-        """This counter with images priced by ``pricing``: the encoder, its caches and its
-        lock shared (texts are encoded once for both; the message cache holds only messages
-        of plain text, which no pricing changes)."""
-        self._load()
+        """This counter with images priced by ``pricing``: its caches and its lock shared
+        (texts are encoded once for both; the message cache holds only messages of plain
+        text, which no pricing changes), the encoder loaded when either first counts
+        (tiktoken keeps one per encoding), not here: an integration that makes one at
+        construction reads no file then."""
         twin = copy.copy(self)
         twin._pricing = pricing
         return twin
@@ -949,7 +950,7 @@ def context_tokens(
         if not rest:
             return max(0, anchored - credit)
         if calibrated is None:  # the provider counting more than this counter: the rest too
-            scale = max(scale, report_scale(messages, i, counter, boundary))
+            scale = max(scale, _report_scale(messages, i, counter, boundary, facts))
         # The anchor already includes the tool schemas: count the rest without them.
         return max(0, anchored - credit) + _scaled(_local(rest, counter), rest, counter, scale)
     total = _running_count(messages, facts, counter)
@@ -960,11 +961,15 @@ def context_tokens(
             total += counter.count_tools(tools)
         else:
             total += approximate_tokens([], tools=tools)
-    return _scaled(total, messages, counter, scale) + overhead
+    return _scaled(total, messages, counter, scale, facts) + overhead
 
 
 def _scaled(
-    local: int, messages: Sequence[BaseMessage], counter: TokenCounter, scale: float
+    local: int,
+    messages: Sequence[BaseMessage],
+    counter: TokenCounter,
+    scale: float,
+    facts: HistoryFacts | None = None,
 ) -> int:
     """``local`` (``counter``'s count of ``messages``) scaled by a calibration, its images
     left as they are: the package's counters price an image by its provider's formula (or
@@ -975,18 +980,27 @@ def _scaled(
         return local
     if not (is_approximate(counter) or isinstance(counter, TiktokenCounter)):
         return round(local * scale)
-    fixed = min(local, _image_part(messages, pricing_of(counter)))
+    fixed = min(local, _image_part(messages, pricing_of(counter), facts))
     return round((local - fixed) * scale) + fixed
 
 
-def _image_part(messages: Sequence[BaseMessage], pricing: ImagePricing) -> int:
+def _image_part(
+    messages: Sequence[BaseMessage], pricing: ImagePricing, facts: HistoryFacts | None = None
+) -> int:
     """Tokens of the images in ``messages`` (nested blocks' too) under ``pricing`` (each
-    image's price is cached per payload: no header is read twice)."""
-    total = 0
-    for message in messages:
-        if not isinstance(message.content, str):
-            total += _blocks_images(message.content, pricing)
-    return total
+    image's price is cached per payload: no header is read twice), summed only over the
+    messages the remembered ``facts`` of this history have not summed yet (:func:`_summed`):
+    a history counted locally on every turn costs O(new messages) per turn."""
+    count = functools.partial(_message_images, pricing=pricing)
+    total = _summed(messages, facts, count, ("images", pricing), len(messages))
+    if total is not None:
+        return total
+    return sum(map(count, messages))
+
+
+def _message_images(message: BaseMessage, pricing: ImagePricing) -> int:
+    content = message.content
+    return 0 if isinstance(content, str) else _blocks_images(content, pricing)
 
 
 def _blocks_images(blocks: Sequence[Any], pricing: ImagePricing) -> int:
@@ -1036,6 +1050,27 @@ def precise_context_tokens(
 #: The fewest local tokens between two usage reports that :func:`report_scale` learns a
 #: ratio from (below it, the per-message framing a provider adds dominates the ratio).
 MIN_LEARNED_TOKENS = 200
+
+
+def _report_scale(
+    messages: Sequence[BaseMessage],
+    i: int,
+    counter: TokenCounter,
+    boundary: int,
+    facts: HistoryFacts | None,
+) -> float:
+    """:func:`report_scale`, worked out once per usage report for the package's counters:
+    remembered in the facts of ``messages`` (a longer list with the same messages up to the
+    report keeps the note), so the counts a turn makes of the same history read it back."""
+    own = is_approximate(counter) or isinstance(counter, TiktokenCounter)
+    if not own or facts is None or facts.length != len(messages):
+        return report_scale(messages, i, counter, boundary)
+    key = ("report_scale", i, counter)
+    scale = facts.note(key)
+    if scale is None:
+        scale = report_scale(messages, i, counter, boundary)
+        facts.set_note(key, scale)
+    return float(scale)
 
 
 def report_scale(
@@ -1106,26 +1141,17 @@ def _approx_message(message: BaseMessage) -> int:
 def _summed(
     messages: Sequence[BaseMessage],
     facts: HistoryFacts | None,
-    counter: TokenCounter,
+    per_message: Callable[[BaseMessage], int] | None,
     key: Any,
     end: int,
 ) -> int | None:
-    """The per-message counts of ``messages[:end]`` summed, for the two counters that sum a
-    count per message (:func:`approximate_tokens`, :class:`TiktokenCounter`), remembered by
+    """``per_message`` of ``messages[:end]`` summed (a counter's own count,
+    :func:`_per_message`, or the images of a message, :func:`_image_part`), remembered by
     ``facts`` under ``key`` (:meth:`~langchain_compact._scan.HistoryFacts.record_count`) so
     a later call on the grown history sums only the messages after the ones summed before;
-    ``None`` for another counter or without facts of ``messages``."""
-    per_message: Callable[[BaseMessage], int]
-    if counter is approximate_tokens:
-        per_message = _approx_message
-        _hold(len(messages))
-    elif type(counter) is ApproximateCounter:
-        per_message = counter.count_message
-        _hold(len(messages))
-    elif type(counter) is TiktokenCounter:
-        per_message = counter._count_message
-        counter._hold(len(messages))
-    else:
+    ``None`` without a per-message count (another counter) or without facts of
+    ``messages``."""
+    if per_message is None:
         return None
     if facts is None or facts.length != len(messages):
         return None
@@ -1138,6 +1164,21 @@ def _summed(
     return total
 
 
+def _per_message(counter: TokenCounter, history: int) -> Callable[[BaseMessage], int] | None:
+    """The per-message count of the package's counters (their caches sized for a history of
+    ``history`` messages); ``None`` for another counter."""
+    if counter is approximate_tokens:
+        _hold(history)
+        return _approx_message
+    if type(counter) is ApproximateCounter:
+        _hold(history)
+        return counter.count_message
+    if type(counter) is TiktokenCounter:
+        counter._hold(history)
+        return counter._count_message
+    return None
+
+
 def _running_count(
     messages: Sequence[BaseMessage], facts: HistoryFacts | None, counter: TokenCounter
 ) -> int | None:
@@ -1148,7 +1189,8 @@ def _running_count(
     O(new messages) per turn."""
     if not messages:
         return None
-    total = _summed(messages, facts, counter, counter, len(messages))
+    per_message = _per_message(counter, len(messages))
+    total = _summed(messages, facts, per_message, counter, len(messages))
     if total is None:
         return None
     extra = counter._tools_tokens if isinstance(counter, TiktokenCounter) else 0
@@ -1219,7 +1261,7 @@ def _prefix_local(
     has not summed before."""
     if facts is None or facts.length != len(messages):
         facts = history_facts(messages)
-    total = _summed(messages, facts, counter, (counter, "prefix"), i)
+    total = _summed(messages, facts, _per_message(counter, len(messages)), (counter, "prefix"), i)
     if total is None:
         return _local(messages[:i], counter)
     return total + (TOKENS_REPLY_PRIMING if i else 0)
