@@ -123,25 +123,22 @@ def _adapter(
     if name == "drop_all":
         return DropAll(budget, summary_model)  # type: ignore[arg-type]
     adapter = ADAPTERS["ours" if name in ABLATIONS else name](budget, summary_model)  # type: ignore[arg-type]
-    if name == "ours_no_pin" and isinstance(adapter, Ours):
-        adapter.config = adapter.config.replace(pin_original_task=False)
-    archive = StoreArchive(InMemoryStore())
+    if not isinstance(adapter, Ours | OursLCEL):
+        return adapter
+    config = adapter.config if isinstance(adapter, Ours) else adapter.runnable_config
+    if name == "ours_no_pin":
+        config = config.replace(pin_original_task=False)
+    if timeout is not None:
+        # The peers wait for their summarizer as long as the server takes; ours gives up
+        # after ``summarizer_timeout`` (120 s by default) and falls back to extractive,
+        # which on a slow local server would measure the machine, not the summaries.
+        config = config.replace(summarizer_timeout=timeout)
+    summarizer, archive = LLMSummarizer(summary_model), StoreArchive(InMemoryStore())
     if isinstance(adapter, Ours):
-        if timeout is not None:
-            # The peers wait for their summarizer as long as the server takes; ours gives up
-            # after ``summarizer_timeout`` (120 s by default) and falls back to extractive,
-            # which on a slow local server would measure the machine, not the summaries.
-            adapter.config = adapter.config.replace(summarizer_timeout=timeout)
-        adapter.nodes = CompactionNodes(
-            config=adapter.config, summarizer=LLMSummarizer(summary_model), archive=archive
-        )
-    elif isinstance(adapter, OursLCEL):
-        config = adapter.runnable_config
-        if timeout is not None:
-            config = config.replace(summarizer_timeout=timeout)
-        adapter.runnable = compact_messages(
-            config=config, summarizer=LLMSummarizer(summary_model), archive=archive
-        )
+        adapter.config = config
+        adapter.nodes = CompactionNodes(config=config, summarizer=summarizer, archive=archive)
+    else:
+        adapter.runnable = compact_messages(config=config, summarizer=summarizer, archive=archive)
     return adapter
 
 
