@@ -10,6 +10,8 @@ here from the providers' documents independently of ``langchain_compact._images`
   ``tokens = (width * height) / 750``; an image whose long edge exceeds 1,568 pixels, or that
   would cost more than about 1,600 tokens, is scaled down first. Their table: 1092x1092 costs
   about 1,590.
+* OpenAI's patch models (gpt-4.1-mini/nano, gpt-5-mini/nano, o4-mini), the same page: 32-pixel
+  patches, at most 1,536, times the model's multiplier (:func:`patch_cost`).
 """
 
 from __future__ import annotations
@@ -131,6 +133,22 @@ def anthropic_cost(width: int | None, height: int | None) -> int:
     if max(w, h) > 1568:
         w, h = w * 1568 / max(w, h), h * 1568 / max(w, h)
     return min(1_600, math.ceil(w * h / 750))
+
+
+def patch_cost(width: int, height: int, multiplier: float) -> int:
+    """OpenAI's patch formula, from "Images and vision", "Calculating costs" (gpt-4.1-mini,
+    gpt-4.1-nano, o4-mini, gpt-5-mini/nano): 32-pixel patches covering the image; past 1,536
+    the image is shrunk by sqrt(32*32*1536 / (w*h)), then again so that its width (or height)
+    in patches is whole; the patches, at most 1,536, times the model's multiplier. Their
+    example: 1800x2400 covers 1,452 patches."""
+    patches = math.ceil(width / 32) * math.ceil(height / 32)
+    if patches > 1_536:
+        shrink = math.sqrt(32 * 32 * 1_536 / (width * height))
+        w, h = width * shrink, height * shrink
+        fix = min(math.floor(w / 32) / (w / 32), math.floor(h / 32) / (h / 32))
+        w, h = w * fix, h * fix
+        patches = min(1_536, math.ceil(w / 32) * math.ceil(h / 32))
+    return math.ceil(patches * multiplier)
 
 
 def costs(width: int | None, height: int | None, detail: str | None) -> dict[str, int]:

@@ -25,7 +25,14 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import pytest
-from _image_oracle import anthropic_cost, data_url, image_blocks, openai_cost, size_of
+from _image_oracle import (
+    anthropic_cost,
+    data_url,
+    image_blocks,
+    openai_cost,
+    patch_cost,
+    size_of,
+)
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.exceptions import ContextOverflowError as CoreOverflow
 from langchain_core.language_models import BaseChatModel, FakeListChatModel
@@ -49,22 +56,6 @@ from langchain_compact.tokens import (
 _TEXT = TiktokenCounter(encoding="o200k_base")
 TURNS = 8
 INTEGRATIONS = ("graph", "middleware", "lcel")
-
-
-def patch_cost(width: int, height: int, multiplier: float) -> int:
-    """OpenAI's patch formula, from "Images and vision", "Calculating costs" (gpt-4.1-mini,
-    gpt-4.1-nano, o4-mini, gpt-5-mini/nano): 32-pixel patches covering the image; past 1,536
-    the image is shrunk by sqrt(32*32*1536 / (w*h)), then again so that its width (or height)
-    in patches is whole; the patches, at most 1,536, times the model's multiplier. Their
-    example: 1800x2400 covers 1,452 patches."""
-    patches = math.ceil(width / 32) * math.ceil(height / 32)
-    if patches > 1_536:
-        shrink = math.sqrt(32 * 32 * 1_536 / (width * height))
-        w, h = width * shrink, height * shrink
-        fix = min(math.floor(w / 32) / (w / 32), math.floor(h / 32) / (h / 32))
-        w, h = w * fix, h * fix
-        patches = min(1_536, math.ceil(w / 32) * math.ceil(h / 32))
-    return math.ceil(patches * multiplier)
 
 
 def test_patch_formula_matches_openais_example() -> None:
