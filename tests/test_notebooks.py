@@ -11,7 +11,9 @@ kernel, with the notebooks folder as its working directory (no skip list), and f
   nothing in a roomy window and clearing in batches in a tighter one, and the markers; notebooks
   1 and 2: the task finished, with at least one compaction);
 - the committed notebook was not executed, or its key lines differ from a fresh run (the text
-  on GitHub went stale).
+  on GitHub went stale). Both runs use a repeatable clock for archive refs
+  (``_REPEATABLE_CLOCK``): the refs the model reads carry the time they were written, and
+  their tokens alone moved a compaction by a turn in about one run in ten.
 
 To regenerate the committed outputs after a change to the package, run
 ``python tests/test_notebooks.py`` (it executes every notebook and saves it in place).
@@ -80,17 +82,59 @@ def _execute(path: Path) -> tuple[nbformat.NotebookNode, float]:
     # Each notebook starts with no memory: its own archive folder (the kernel inherits the
     # environment), in the test and in the regeneration alike. Runs without a thread id share
     # the default archive's thread, so one notebook's run would otherwise seed the next one's.
-    before = os.environ.get("LANGCHAIN_COMPACT_ARCHIVE_DIR")
-    os.environ["LANGCHAIN_COMPACT_ARCHIVE_DIR"] = tempfile.mkdtemp(prefix="lc-notebook-")
+    # And a repeatable clock for archive refs (see ``_REPEATABLE_CLOCK``).
+    env = {
+        "LANGCHAIN_COMPACT_ARCHIVE_DIR": tempfile.mkdtemp(prefix="lc-notebook-"),
+        "IPYTHONDIR": _repeatable_ipython_dir(),
+    }
+    before = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
     try:
         started = time.monotonic()
         client.execute()
         return nb, time.monotonic() - started
     finally:
-        if before is None:
-            os.environ.pop("LANGCHAIN_COMPACT_ARCHIVE_DIR", None)
-        else:
-            os.environ["LANGCHAIN_COMPACT_ARCHIVE_DIR"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+#: Run in the kernel before the first cell (an IPython startup file). An archive ref carries
+#: the UTC time it was written (``transcript_<stamp>_<hash>``); the summaries and placeholders
+#: the model reads quote refs, and a later record's hash covers them, so the tokens of a run
+#: depend on the clock: in about one run of notebook 3 in ten, a count a few tokens off moved
+#: a compaction by a turn (3038 against 3123 peak tokens). With the archive's clock replaced by
+#: a counter from a fixed instant (strictly increasing, as the real one is) every run is the
+#: same, so a fresh run can be compared with the committed outputs line by line.
+_REPEATABLE_CLOCK = """\
+import itertools
+from datetime import datetime, timedelta, timezone
+
+import langchain_compact._archive_records as _records
+
+_ticks = itertools.count(1)
+_start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _new_timestamp():
+    now = _start + timedelta(microseconds=next(_ticks))
+    return now.strftime("%Y%m%dT%H%M%S%fZ"), now.isoformat()
+
+
+_records.new_timestamp = _new_timestamp
+"""
+
+
+@cache
+def _repeatable_ipython_dir() -> str:
+    """An IPython directory whose default profile starts with ``_REPEATABLE_CLOCK``."""
+    folder = Path(tempfile.mkdtemp(prefix="lc-notebook-ipython-"))
+    startup = folder / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-repeatable-archive-clock.py").write_text(_REPEATABLE_CLOCK)
+    return str(folder)
 
 
 @cache
@@ -275,6 +319,22 @@ def test_notebooks_exist() -> None:
     assert sorted(SHOWS) == [p.stem for p in NOTEBOOKS], (
         "every notebook needs its checks in SHOWS (what it shows, so CI can tell it still does)"
     )
+
+
+def test_the_kernel_writes_refs_by_the_repeatable_clock(tmp_path: Path) -> None:
+    """The kernel the notebooks run in reads ``_REPEATABLE_CLOCK`` before their first cell
+    (else a fresh run could differ from the committed one by the clock alone)."""
+    probe = nbformat.v4.new_notebook()
+    probe.cells = [
+        nbformat.v4.new_code_cell(
+            "from langchain_compact._archive_records import new_timestamp\n"
+            "print(new_timestamp()[0], new_timestamp()[0])"
+        )
+    ]
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(probe, path)
+    nb, _ = _execute(path)
+    assert _text(nb).split() == ["20260101T000000000001Z", "20260101T000000000002Z"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
