@@ -4,7 +4,9 @@ A profiler hook (``sys.setprofile``) follows one ``CompactionMiddleware.before_m
 and records the chain of the package's own frames under it at two moments:
 
 * **the first changed message**: the first time a package function makes a changed copy of
-  a message (``BaseMessage.model_copy`` called from package code: a cleared tool result);
+  a message (``BaseMessage.model_copy`` called from package code), measured twice: on a
+  history whose read results are each over the large-result size (digested) and on one
+  whose results are under it (a batch clears them);
 * **the summarizer's model call**: the first time a package function calls a chat model
   (``BaseChatModel.invoke``), with preparing off so the summary is written on the turn's
   thread.
@@ -13,7 +15,8 @@ A chain counts the package frames strictly below ``before_model`` down to the on
 the change or the call, each named; the sans-IO drivers (``drive``/``adrive``) are counted
 as calls like any other. The scenario: ``create_agent``'s middleware hook called directly on
 a state of a task and eight 1,500-token tool results in an 8,000-token window (the first
-turn clears the read ones), then on a state that needs a full compaction with an
+turn digests the read ones), on one of ten 700-token results (a batch clears the oldest),
+then on a state that needs a full compaction with an
 ``LLMSummarizer`` over a fake chat model.
 
 Usage: ``python -m bench.depth [--out FILE]`` (default ``bench/results/depth.json``).
@@ -108,6 +111,9 @@ def measure() -> dict[str, Any]:
     clearing = CompactionMiddleware(config=CompactionConfig(context_window=window), archive=None)
     state: dict[str, Any] = {"messages": _history(8, 1_500 * 4)}
     changed = chains(lambda: clearing.before_model(state, _Runtime()))  # type: ignore[arg-type]
+    # Results under the large-result size: the first change is a batch's cleared result.
+    batch: dict[str, Any] = {"messages": _history(10, 700 * 4)}
+    cleared = chains(lambda: clearing.before_model(batch, _Runtime()))  # type: ignore[arg-type]
     model = FakeListChatModel(responses=["## Summary\nRead m0..m7; the build still fails."] * 20)
     compacting = CompactionMiddleware(
         config=CompactionConfig(
@@ -119,8 +125,13 @@ def measure() -> dict[str, Any]:
     full: dict[str, Any] = {"messages": _history(3, 2_600 * 4)}
     summarised = chains(lambda: compacting.before_model(full, _Runtime()))  # type: ignore[arg-type]
     out: dict[str, Any] = {}
-    for key, found in (("first_changed_message", changed), ("summarizer_model_call", summarised)):
-        chain = found.get("changed" if key == "first_changed_message" else "model", [])
+    measured = (
+        ("first_changed_message", changed),
+        ("first_cleared_result", cleared),
+        ("summarizer_model_call", summarised),
+    )
+    for key, found in measured:
+        chain = found.get("model" if key == "summarizer_model_call" else "changed", [])
         out[key] = {"calls": len(chain), "chain": chain}
     return out
 

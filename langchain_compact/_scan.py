@@ -31,7 +31,7 @@ from langchain_compact.markers import (
     KIND_SUMMARY,
     KIND_TRUNCATED,
     PROVIDER_WINDOW_KEY,
-    credited_savings,
+    Saving,
     get_meta,
     newest_boundary,
 )
@@ -197,11 +197,11 @@ class _Reading:
             self.turns, self.removed, self.anchor = 0, 0, None
             self.reports.clear()
         elif kind in (KIND_CLEARED, KIND_TRUNCATED) and self.boundary < i:
-            self.removed += int(meta.get("removed_tokens", meta.get("saved_tokens", 0)))
+            self.removed += Saving.of(meta).removed
         self._task(i, msg, kind)
-        owner = meta.get("usage_anchor")
-        if isinstance(owner, str):  # before the anchor below: a reply may credit itself
-            self.credit[owner] = self.credit.get(owner, 0) + credited_savings(meta)
+        owner = Saving.anchor_in(meta)
+        if owner is not None:  # before the anchor below: a reply may credit itself
+            self.credit[owner] = self.credit.get(owner, 0) + Saving.of(meta).credited
         if isinstance(msg, AIMessage):
             self._reply(i, msg)
 

@@ -37,6 +37,7 @@ from langchain_compact.markers import (
     KIND_STOP,
     KIND_TRUNCATED,
     Action,
+    Saving,
     get_meta,
     kind_of,
     newest_boundary,
@@ -138,9 +139,8 @@ def removed_since_boundary(messages: Sequence[BaseMessage]) -> int:
     b, _kept = newest_boundary(messages)
     total = 0
     for m in messages[b + 1 :]:
-        meta = get_meta(m)
-        if meta.get("kind") in (KIND_CLEARED, KIND_TRUNCATED):
-            total += int(meta.get("removed_tokens", meta.get("saved_tokens", 0)))
+        if kind_of(m) in (KIND_CLEARED, KIND_TRUNCATED):
+            total += Saving.of(m).removed
     return total
 
 

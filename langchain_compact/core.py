@@ -95,12 +95,14 @@ from langchain_compact.markers import (
     EVENT_KEY,
     KIND_SUMMARY,
     PROVIDER_WINDOW_KEY,
+    Saving,
     Transition,
     get_meta,
     kind_of,
     with_meta,
 )
 from langchain_compact.microcompact import (
+    MicroResult,
     micro_compact_with_count,
     unread_start,
 )
@@ -691,8 +693,10 @@ class Compactor:
         """The micro-compaction step as a sans-IO generator: plan (clear old read results,
         digest oversized ones, under pressure only), redact, archive the originals, tag."""
         before = messages if isinstance(messages, list) else list(messages)
+        ctx = ctx or TurnContext()
         try:
-            return (yield from self._micro_steps(before, thread_id, ctx or TurnContext()))
+            reduced = micro_compact_with_count(before, **self._micro_args(ctx))
+            return (yield from self._micro_applied(before, reduced, thread_id, ctx))
         finally:
             # The unread results' precise sizes and fact lines, worked out off this thread
             # for the turn that clears them; asked for once this step is done, so the
@@ -700,19 +704,23 @@ class Compactor:
             # model call rather than beside this step.
             precount_unread(before)
 
-    def _micro_steps(
-        self, before: list[BaseMessage], thread_id: str, ctx: TurnContext
+    def _micro_args(self, ctx: TurnContext) -> dict[str, Any]:
+        """The arguments of :func:`micro_compact_with_count` after the history: the
+        settings in force, this compactor's counter, tools and archive."""
+        return {
+            "config": self.settings(ctx),
+            "archived": self.archive is not None,
+            "counter": self.counter,
+            "tools": self.tools,
+            "verify_anchor": self.verify_anchor,
+            "compactable": lambda m: self._can_compact(m, ctx),
+        }
+
+    def _micro_applied(
+        self, before: list[BaseMessage], result: MicroResult, thread_id: str, ctx: TurnContext
     ) -> Generator[Op, Outcome, MicroStep]:
-        cfg = self.settings(ctx)
-        result = micro_compact_with_count(
-            before,
-            cfg,
-            archived=self.archive is not None,
-            counter=self.counter,
-            tools=self.tools,
-            verify_anchor=self.verify_anchor,
-            compactable=lambda m: self._can_compact(m, ctx),
-        )
+        """The micro-compaction ``result`` of ``before`` applied: the originals of what it
+        changed redacted and archived, the changed messages tagged, the event emitted."""
         if not result.changed:
             self._remember_count(before, result.tokens)
             return MicroStep(before, [], None, 0, result.tokens)
@@ -722,11 +730,11 @@ class Compactor:
             archive=self.archive,
             thread_id=thread_id,
             reason="micro-compaction",
-            redactor=cfg.redactor,
+            redactor=self.settings(ctx).redactor,
             changed=result.changed,
         )
         changed = [out[i] for i in result.changed]
-        saved = sum(int(get_meta(m).get("saved_tokens", 0)) for m in changed)
+        saved = sum(Saving.of(m).saved_tokens for m in changed)
         emit(
             {
                 "event": "micro_compaction",
@@ -823,15 +831,6 @@ class Compactor:
             more,
         )
         return fixed.messages, fixed
-
-    def clear_steps(
-        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
-    ) -> Generator[Op, Outcome, tuple[MicroStep, HistoryRepair | None]]:
-        """The turn's first stage as a sans-IO generator: the pairing check (and repair,
-        :meth:`repair_steps`), then micro-compaction (:meth:`micro_steps`)."""
-        valid, repair = yield from self.repair_steps(messages, thread_id, ctx)
-        step = yield from self.micro_steps(valid, thread_id, ctx)
-        return step, repair
 
     def micro(self, messages: Sequence[BaseMessage], thread_id: str) -> MicroStep:
         """Run the micro-compaction step (archive writes done synchronously).
@@ -1237,13 +1236,31 @@ class Compactor:
         run_config: Any = None,
         write_stop: bool = True,
         ctx: TurnContext | None = None,
+        clear_only: bool = False,
     ) -> Generator[Op, Outcome, Turn]:
         """:meth:`turn` as its sans-IO steps: the one body :meth:`turn` and :meth:`aturn`
-        drive."""
+        drive, and, with ``clear_only``, :meth:`clear` and :meth:`aclear` (its first stage).
+
+        The first stage: the tokenizers loaded on the first turn (see :meth:`micro`), the
+        window a refusal taught narrowed in, the messages a summary already replaced
+        dropped when a parent graph hands them back, the tool-call pairing checked (and
+        repaired, :meth:`repair_steps`), then the reduction ladder
+        (:func:`~langchain_compact.microcompact.micro_compact_with_count`) applied."""
+        yield from self.ready()
         ctx = TurnContext() if ctx is None else ctx
         start = len(ctx.events)
-        ctx = self._learning(ctx, messages)
-        cleared = yield from self.clear_turn_steps(messages, thread_id, ctx)
+        facts = history_facts(messages)  # read once for the window and the re-fed check
+        ctx = self._learned(ctx, messages, facts)
+        kept, refed = self._without_refed(messages, facts, ctx)
+        valid, repair = yield from self.repair_steps(kept, thread_id, ctx)
+        try:
+            reduced = micro_compact_with_count(valid, **self._micro_args(ctx))
+            step = yield from self._micro_applied(valid, reduced, thread_id, ctx)
+        finally:
+            precount_unread(valid)  # see micro_steps
+        cleared = self._cleared(step, ctx.since(start), repair, refed)
+        if clear_only:
+            return cleared
         decision, prepare = self.route(cleared.messages, prepared, ctx)
         turn = self._decided(cleared, decision, prepare, write_stop, ctx)
         if turn is None:  # a full compaction is due
@@ -1536,27 +1553,13 @@ class Compactor:
         Raises:
             InvalidHistoryError: a broken pairing with ``on_invalid_history="raise"``.
         """
-        return drive(self.clear_turn_steps(messages, thread_id, ctx))
+        return drive(self.turn_steps(messages, thread_id, ctx=ctx, clear_only=True))
 
     async def aclear(
         self, messages: Sequence[BaseMessage], thread_id: str, *, ctx: TurnContext | None = None
     ) -> Turn:
         """:meth:`clear` with its I/O awaited (the same steps)."""
-        return await adrive(self.clear_turn_steps(messages, thread_id, ctx))
-
-    def clear_turn_steps(
-        self, messages: Sequence[BaseMessage], thread_id: str, ctx: TurnContext | None = None
-    ) -> Generator[Op, Outcome, Turn]:
-        """:meth:`clear` as its sans-IO steps (the first turn waits for the tokenizers,
-        see :meth:`micro`)."""
-        yield from self.ready()
-        ctx = TurnContext() if ctx is None else ctx
-        start = len(ctx.events)
-        facts = history_facts(messages)  # read once for the window and the re-fed check
-        ctx = self._learned(ctx, messages, facts)
-        messages, refed = self._without_refed(messages, facts, ctx)
-        step, repair = yield from self.clear_steps(messages, thread_id, ctx)
-        return self._cleared(step, ctx.since(start), repair, refed)
+        return await adrive(self.turn_steps(messages, thread_id, ctx=ctx, clear_only=True))
 
     def _learned(
         self, ctx: TurnContext, messages: Sequence[BaseMessage], facts: HistoryFacts | None

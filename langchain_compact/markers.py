@@ -5,7 +5,8 @@ Every message this package creates or changes carries a plain dict under
 survives LangGraph checkpointing and ``messages_to_dict``, and a UI can read it to render
 summaries, placeholders and stop messages differently. :func:`kind_of` says which of the
 ``KIND_*`` a message is; :func:`get_meta` returns the whole dict (``archive_ref``,
-``saved_tokens``, ``count`` on a boundary, ...).
+``saved_tokens``, ``count`` on a boundary, ...); :class:`Saving` reads (and writes) a
+reduced message's accounting as one typed value.
 
 Graph runs also report what they did: custom stream events under :data:`EVENT_KEY`
 (``stream_mode="custom"``) and the ``transition`` state key (:data:`Transition`).
@@ -18,7 +19,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage
@@ -93,12 +95,104 @@ def newest_boundary(messages: Sequence[BaseMessage]) -> tuple[int, set[str]]:
     return -1, set()
 
 
-def credited_savings(meta: dict[str, Any]) -> int:
-    """What a reduced message credits the usage report it was reduced after: the tokens it
-    saved (``saved_tokens``, the configured counter's units), never more than tiktoken's
-    count of them (``saved_precise``) when one was recorded. A report is in the provider's
-    tokens; a credit in an estimate that errs high would count the context low, and the
-    next call would go over the window."""
-    saved = int(meta.get("saved_tokens", 0))
-    precise = meta.get("saved_precise")
-    return min(saved, int(precise)) if isinstance(precise, int) else saved
+@dataclass(frozen=True, slots=True)
+class Saving:
+    """The accounting a reduced message carries in its marker dict (a cleared result, a
+    digest, stubbed arguments, a cut task or assistant text): stored as these flat keys,
+    which is what every checkpoint written so far holds, so :meth:`of` reads old and new
+    markers alike and :meth:`fields` writes them back.
+
+    - ``original_chars``: the characters of the original (``None``: not reduced yet);
+    - ``saved_tokens``: the tokens saved since the usage report ``usage_anchor`` (the id of
+      the reply whose report counted the message whole), in the configured counter's units;
+    - ``removed_tokens``: the tokens removed by every reduction of it, in all (``None`` on
+      markers older than the key);
+    - ``saved_precise``: ``saved_tokens`` as tiktoken (o200k) counts it (``None`` where
+      tiktoken could not be loaded).
+
+    Example:
+        >>> first = Saving().then(saved=120, anchor="r1", chars=2_000, precise=110)
+        >>> first.fields()["saved_tokens"], first.credited
+        (120, 110)
+        >>> again = first.then(saved=30, anchor="r1", chars=0, precise=28)  # same report
+        >>> again.saved_tokens, again.removed_tokens, again.original_chars
+        (150, 150, 2000)
+        >>> first.then(saved=30, anchor="r2", chars=0, precise=None).saved_tokens  # a newer one
+        30
+    """
+
+    original_chars: int | None = None
+    saved_tokens: int = 0
+    removed_tokens: int | None = None
+    usage_anchor: str | None = None
+    saved_precise: int | None = None
+
+    @classmethod
+    def of(cls, meta: Mapping[str, Any] | BaseMessage) -> Saving:
+        """The saving recorded in a marker dict (or a message's), zeros where there is none."""
+        if isinstance(meta, BaseMessage):
+            meta = get_meta(meta)
+        chars, precise = meta.get("original_chars"), meta.get("saved_precise")
+        removed = meta.get("removed_tokens")
+        return cls(
+            original_chars=None if chars is None else int(chars),
+            saved_tokens=int(meta.get("saved_tokens", 0)),
+            removed_tokens=None if removed is None else int(removed),
+            usage_anchor=cls.anchor_in(meta),
+            saved_precise=precise if isinstance(precise, int) else None,
+        )
+
+    @staticmethod
+    def anchor_in(meta: Mapping[str, Any]) -> str | None:
+        """Only the ``usage_anchor`` of a marker dict (the one key a scan for one report's
+        savings reads of every message)."""
+        anchor = meta.get("usage_anchor")
+        return anchor if isinstance(anchor, str) else None
+
+    @property
+    def reduced(self) -> bool:
+        """Whether the message was reduced at all (it saved or removed something)."""
+        return bool(self.saved_tokens or self.removed_tokens)
+
+    @property
+    def credited(self) -> int:
+        """What it credits the usage report it was reduced after: ``saved_tokens``, never
+        more than tiktoken's count of them when one was recorded. A report is in the
+        provider's tokens; a credit in an estimate that errs high would count the context
+        low, and the next call would go over the window."""
+        if self.saved_precise is None:
+            return self.saved_tokens
+        return min(self.saved_tokens, self.saved_precise)
+
+    @property
+    def removed(self) -> int:
+        """The tokens removed in all (``saved_tokens`` on markers older than the key)."""
+        return self.saved_tokens if self.removed_tokens is None else self.removed_tokens
+
+    def then(self, *, saved: int, anchor: str | None, chars: int, precise: int | None) -> Saving:
+        """This message reduced again, saving ``saved`` more tokens (``precise`` of them by
+        tiktoken's count, ``None`` without tiktoken) after the usage report ``anchor``: the
+        savings since one report add up, a newer report starts them again, the removed
+        tokens always add up, and the original's size stays (``chars`` when not recorded).
+        """
+        same = self.usage_anchor == anchor
+        earlier = self.saved_tokens if self.saved_precise is None else self.saved_precise
+        return Saving(
+            original_chars=chars if self.original_chars is None else self.original_chars,
+            saved_tokens=saved + (self.saved_tokens if same else 0),
+            removed_tokens=(self.removed_tokens or 0) + saved,
+            usage_anchor=anchor,
+            saved_precise=None if precise is None else precise + (earlier if same else 0),
+        )
+
+    def fields(self) -> dict[str, Any]:
+        """The marker keys (for :func:`with_meta`); ``saved_precise`` only when counted."""
+        out: dict[str, Any] = {
+            "original_chars": self.original_chars,
+            "saved_tokens": self.saved_tokens,
+            "removed_tokens": self.removed_tokens,
+            "usage_anchor": self.usage_anchor,
+        }
+        if self.saved_precise is not None:
+            out["saved_precise"] = self.saved_precise
+        return out

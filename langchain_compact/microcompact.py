@@ -63,8 +63,7 @@ from langchain_compact.markers import (
     KIND_STOP,
     KIND_SUMMARY,
     KIND_TRUNCATED,
-    credited_savings,
-    get_meta,
+    Saving,
     kind_of,
     with_meta,
 )
@@ -201,16 +200,15 @@ def _placeholder_text(
     return head + ("\n" + media_note.rstrip("\n") if media_note else "") + facts_block(text)
 
 
-def _saved_precise(text: str, new_text: str, earlier: int = 0) -> dict[str, int]:
-    """``{"saved_precise": n}``: what a replacement saved as tiktoken (o200k) counts it,
-    plus ``earlier`` (saved since the same usage report), so a calibration that counts
-    with tiktoken credits the report in its own units (``saved_tokens`` is in the
-    configured counter's); ``{}`` where tiktoken cannot be loaded."""
+def _precise_saved(text: str, new_text: str, media: int = 0) -> int | None:
+    """What replacing ``text`` by ``new_text`` saved as tiktoken (o200k) counts it, plus
+    ``media`` (the images and files it dropped, in tiktoken's pricing), so a calibration
+    that counts with tiktoken credits the report in its own units (``saved_tokens`` is in
+    the configured counter's); ``None`` where tiktoken cannot be loaded."""
     precise = precise_counter()
     if precise is None:
-        return {}
-    saved = max(0, precise.count_text(text) - precise.count_text(new_text))
-    return {"saved_precise": saved + earlier}
+        return None
+    return max(0, precise.count_text(text) - precise.count_text(new_text)) + media
 
 
 def _clear_one(
@@ -223,29 +221,23 @@ def _clear_one(
     text = tool_result_text(msg)
     media = _media_tokens(msg, text, counter)
     tokens = _tokens(text, counter) + media
-    meta = get_meta(msg)
+    before = Saving.of(msg)
     # The placeholder describes the original, never the digest an earlier cut left: its
     # characters, and (for a custom template) its tokens, what the cut removed included.
-    chars = int(meta.get("original_chars", len(text)))
-    original = tokens + int(meta.get("removed_tokens", 0))
+    chars = len(text) if before.original_chars is None else before.original_chars
+    original = tokens + (before.removed_tokens or 0)
     new_text = _placeholder_text(msg, text, template, chars, original, name, _media_note(msg))
     saved = tokens - _tokens(new_text, counter)
     if saved <= 0:  # a placeholder longer than the result would only grow the context
         return None
-    removed = int(meta.get("removed_tokens", 0)) + saved
     # ``saved_tokens`` credits the newest usage report: what was removed since it was made
     # (a cut made after the same report counts too; one made before it was already seen).
-    same = meta.get("usage_anchor") == anchor
-    since = saved + (int(meta.get("saved_tokens", 0)) if same else 0)
-    earlier = int(meta.get("saved_precise", meta.get("saved_tokens", 0))) if same else 0
+    precise = _precise_saved(text, new_text, _precise_media(msg, text, media, counter))
+    saving = before.then(saved=saved, anchor=anchor, chars=chars, precise=precise)
     return with_meta(
         msg.model_copy(update={"content": new_text, "artifact": None}),
         kind=KIND_CLEARED,
-        original_chars=chars,
-        saved_tokens=since,
-        removed_tokens=removed,
-        usage_anchor=anchor,
-        **_saved_precise(text, new_text, earlier + _precise_media(msg, text, media, counter)),
+        **saving.fields(),
     )
 
 
@@ -386,19 +378,9 @@ def _marked_cleared(
     saved = counter([msg]) - counter([new])
     if saved <= 0:
         return None
-    meta = get_meta(msg)
-    same = meta.get("usage_anchor") == anchor
-    since = saved + (int(meta.get("saved_tokens", 0)) if same else 0)
-    earlier = int(meta.get("saved_precise", meta.get("saved_tokens", 0))) if same else 0
-    result = with_meta(
-        new,
-        kind=KIND_CLEARED,
-        original_chars=int(meta.get("original_chars", len(old_text))),
-        saved_tokens=since,
-        removed_tokens=int(meta.get("removed_tokens", 0)) + saved,
-        usage_anchor=anchor,
-        **_saved_precise(old_text, new_text, earlier),
-    )
+    precise = _precise_saved(old_text, new_text)
+    saving = Saving.of(msg).then(saved=saved, anchor=anchor, chars=len(old_text), precise=precise)
+    result = with_meta(new, kind=KIND_CLEARED, **saving.fields())
     assert isinstance(result, AIMessage)
     return result
 
@@ -427,7 +409,8 @@ def cleared_tokens(msg: ToolMessage, counter: TokenCounter = approximate_tokens)
     it is when the placeholder would not be shorter: what clearing would leave of it, sized
     without the archive metadata a real clearing records (no tiktoken pass)."""
     text = tool_result_text(msg)
-    chars = int(get_meta(msg).get("original_chars", len(text)))
+    recorded = Saving.of(msg).original_chars
+    chars = len(text) if recorded is None else recorded
     tokens = _tokens(text, counter)
     new_text = _placeholder_text(msg, text, DEFAULT_PLACEHOLDER, chars, tokens, msg.name or "tool")
     own = counter([msg])
@@ -496,7 +479,7 @@ def clear_tool_results(
         new = _clear_one(msg, template, result_name(msg, names), counter, anchor)
         if new is not None:
             out[i] = new
-            freed += int(get_meta(new)["saved_tokens"])
+            freed += Saving.of(new).saved_tokens
     if freed < clear_at_least:
         return list(messages)
     return out
@@ -572,17 +555,13 @@ def _truncate_one(
     saved = tokens - _tokens(new_text, counter)
     if saved <= 0:
         return None
-    meta = get_meta(msg)  # a digest digested again keeps its original's size and savings
-    same = meta.get("usage_anchor") == anchor
-    earlier = int(meta.get("saved_precise", meta.get("saved_tokens", 0))) if same else 0
+    # A digest digested again keeps its original's size and savings.
+    precise = _precise_saved(text, new_text, _precise_media(msg, text, media, counter))
+    saving = Saving.of(msg).then(saved=saved, anchor=anchor, chars=len(text), precise=precise)
     return with_meta(
         msg.model_copy(update={"content": new_text, "artifact": None}),
         kind=KIND_TRUNCATED,
-        original_chars=int(meta.get("original_chars", len(text))),
-        saved_tokens=saved + (int(meta.get("saved_tokens", 0)) if same else 0),
-        removed_tokens=saved + int(meta.get("removed_tokens", 0)),
-        usage_anchor=anchor,
-        **_saved_precise(text, new_text, earlier + _precise_media(msg, text, media, counter)),
+        **saving.fields(),
     )
 
 
@@ -660,10 +639,9 @@ class _Budget:
     def delta(old: BaseMessage, new: BaseMessage) -> int:
         """Tokens freed by replacing ``old`` with ``new`` (``saved_tokens`` accumulates the
         savings made since one usage report)."""
-        before, after = get_meta(old), get_meta(new)
-        same = before.get("usage_anchor") == after.get("usage_anchor")
-        credited = credited_savings(before) if same else 0
-        return credited_savings(after) - credited
+        before, after = Saving.of(old), Saving.of(new)
+        credited = before.credited if before.usage_anchor == after.usage_anchor else 0
+        return after.credited - credited
 
     def apply(self, old: BaseMessage, new: BaseMessage) -> None:
         """Account for ``old`` replaced by ``new`` (both carry their savings metadata)."""
@@ -787,8 +765,14 @@ def micro_compact_with_count(
         return run.result()
     run.open()
     for step in _LADDER:
-        if step.applies(run):
+        if not step.applies(run):
+            continue
+        if step.reduce is not None:
             step.reduce(run)
+        else:  # a batch: the candidates reduced in order down to the step's target
+            keep = run.config.micro_keep if step.keep is None else step.keep
+            found = run.candidates(keep, text=step.text, newest=step.newest)
+            run.clear(found, run.fit if step.to_fit else run.target, text=step.text)
     return run.result()
 
 
@@ -849,21 +833,11 @@ class _Pass:
             and self.name_of(msg) not in self.excluded
         )
 
-    def cut(self, i: int, keep_chars: int) -> bool:
-        new = _truncate_one(
-            self.out[i],
-            keep_chars=keep_chars,
-            digest=self.config.digest,
-            archived=self.archived,
-            counter=self.counter,
-            anchor=self.anchor,
-        )
-        if new is None:
-            return False
+    def put(self, i: int, new: BaseMessage) -> None:
+        """``new`` in place of message ``i`` (the history copied before the first change)."""
         if self.out is self.messages:
             self.out = list(self.messages)
         self.out[i] = new
-        return True
 
     def count(self) -> int:
         return context_tokens(
@@ -940,25 +914,11 @@ class _Pass:
         )
         return sorted({*results, *turns})
 
-    def reduced(self, msg: BaseMessage, *, text: bool) -> BaseMessage | None:
-        """``msg`` cleared (a tool result) or reduced (an assistant turn), or ``None``."""
-        if isinstance(msg, AIMessage):
-            return reduce_assistant(
-                msg,
-                text=text,
-                min_chars=self.config.micro_min_chars,
-                keep_chars=self.text_keep,
-                archived=self.archived,
-                counter=self.counter,
-                anchor=self.anchor,
-            )
-        assert isinstance(msg, ToolMessage)
-        name = result_name(msg, self.names)
-        return _clear_one(msg, self.template, name, self.counter, self.anchor)
-
     def clear(self, indices: list[int], stop_at: int | None, *, text: bool = False) -> None:
         """Reduce ``indices`` in order until the tally is at ``stop_at``, in one batch: none
-        of it when the batch frees less than ``micro_clear_at_least``."""
+        of it when the batch frees less than ``micro_clear_at_least``. A tool result is
+        cleared, an assistant turn reduced (its long arguments stubbed; its text cut too
+        with ``text``)."""
         assert stop_at is not None
         changes: list[tuple[int, BaseMessage]] = []
         freed = 0
@@ -966,15 +926,29 @@ class _Pass:
             if self.budget.tokens - freed <= stop_at:
                 break
             msg = self.out[i]
-            new = self.reduced(msg, text=text)
+            new: BaseMessage | None
+            if isinstance(msg, AIMessage):
+                new = reduce_assistant(
+                    msg,
+                    text=text,
+                    min_chars=self.config.micro_min_chars,
+                    keep_chars=self.text_keep,
+                    archived=self.archived,
+                    counter=self.counter,
+                    anchor=self.anchor,
+                )
+            else:
+                assert isinstance(msg, ToolMessage)
+                name = result_name(msg, self.names)
+                new = _clear_one(msg, self.template, name, self.counter, self.anchor)
             if new is not None:
                 changes.append((i, new))
                 freed += self.budget.delta(msg, new)
         if freed < self.config.micro_clear_at_least:
             return
-        for i, new in changes:
-            self.budget.apply(self.out[i], new)
-            self.out[i] = new
+        for i, changed in changes:
+            self.budget.apply(self.out[i], changed)
+            self.out[i] = changed
 
 
 def _digest_large(run: _Pass) -> None:
@@ -993,7 +967,16 @@ def _digest_large(run: _Pass) -> None:
         big = len(text) > size if unit == "chars" else _tokens(text, counter) > size
         if big:
             found = True
-            run.cut(i, keep_chars)
+            new = _truncate_one(
+                run.out[i],
+                keep_chars=keep_chars,
+                digest=config.digest,
+                archived=run.archived,
+                counter=counter,
+                anchor=run.anchor,
+            )
+            if new is not None:
+                run.put(i, new)
     if mark is not None and not found:
         run.facts.mark_checked(mark, limit)  # the remembered facts describe ``messages`` exactly
     run.cut_any = run.out is not run.messages and any(map(operator.is_not, run.messages, run.out))
@@ -1001,15 +984,19 @@ def _digest_large(run: _Pass) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Step:
-    """One rung of the reduction ladder: when it applies to a pass, and what it reduces."""
+    """One rung of the reduction ladder: when it applies to a pass, and what it reduces:
+    ``reduce``'s own work, or (without one) a batch of :meth:`_Pass.candidates` (the newest
+    ``keep`` read results kept, ``micro_keep`` when ``None``; assistant text too with
+    ``text``; the newest turn's arguments too with ``newest``) reduced by :meth:`_Pass.clear`
+    down to ``micro_target_tokens``, or to ``fit_tokens`` with ``to_fit``."""
 
     name: str
     applies: Callable[[_Pass], bool]
-    reduce: Callable[[_Pass], None]
-
-
-def _gate_batch(run: _Pass) -> None:
-    run.clear(run.candidates(run.config.micro_keep), run.target)
+    reduce: Callable[[_Pass], None] | None = None
+    keep: int | None = None
+    text: bool = False
+    newest: bool = False
+    to_fit: bool = False
 
 
 def _over_trigger(run: _Pass) -> bool:
@@ -1017,10 +1004,6 @@ def _over_trigger(run: _Pass) -> bool:
     trigger = run.config.trigger_tokens or run.fit
     assert trigger is not None
     return run.budget.tokens >= trigger and run.config.micro_keep > 1
-
-
-def _keep_one(run: _Pass) -> None:
-    run.clear(run.candidates(1), run.target)
 
 
 def _estimated(run: _Pass) -> bool:
@@ -1035,10 +1018,6 @@ def _confirm_fit(run: _Pass) -> None:
         run.budget.tokens = exact
 
 
-def _keep_none(run: _Pass) -> None:
-    run.clear(run.candidates(0), run.target)
-
-
 def _cut_task(run: _Pass) -> None:
     task = cut_task(run.out, run.config, run.counter, run.archived, run.anchor)
     if task is not None:
@@ -1049,14 +1028,6 @@ def _cut_task(run: _Pass) -> None:
 def _last_resort(run: _Pass) -> bool:
     """Over the fit, and no compaction can make the room."""
     return run.over_fit() and run.cannot_compact()
-
-
-def _cut_text(run: _Pass) -> None:
-    run.clear(run.candidates(0, text=True), run.fit, text=True)
-
-
-def _newest_arguments(run: _Pass) -> None:
-    run.clear(run.candidates(0, newest=True), run.fit)
 
 
 def _digest_unread(run: _Pass) -> None:
@@ -1086,13 +1057,13 @@ def _always(run: _Pass) -> bool:
 #: the room, older assistant text, the newest call's arguments, and last the unread results
 #: (digested to the room there is).
 _LADDER: tuple[_Step, ...] = (
-    _Step("clear read results, newest micro_keep kept", _always, _gate_batch),
-    _Step("clear read results, newest one kept", _over_trigger, _keep_one),
+    _Step("clear read results, newest micro_keep kept", _always),
+    _Step("clear read results, newest one kept", _over_trigger, keep=1),
     _Step("confirm the fit with tiktoken", _estimated, _confirm_fit),
-    _Step("clear every read result and older arguments", _Pass.over_fit, _keep_none),
+    _Step("clear every read result and older arguments", _Pass.over_fit, keep=0),
     _Step("cut the pinned task", _Pass.over_fit, _cut_task),
-    _Step("cut older assistant text", _last_resort, _cut_text),
-    _Step("stub the newest call's arguments", _last_resort, _newest_arguments),
+    _Step("cut older assistant text", _last_resort, keep=0, text=True, to_fit=True),
+    _Step("stub the newest call's arguments", _last_resort, keep=0, newest=True, to_fit=True),
     _Step("digest unread results", _last_resort, _digest_unread),
 )
 
@@ -1398,10 +1369,8 @@ def cut_task(
         msg.model_copy(update={"content": new_text}),
         kind=KIND_PINNED_TASK,
         truncated=True,
-        original_chars=len(text),
-        saved_tokens=saved,
-        removed_tokens=saved,
-        usage_anchor=anchor,
-        **_saved_precise(text, new_text),
+        **Saving()
+        .then(saved=saved, anchor=anchor, chars=len(text), precise=_precise_saved(text, new_text))
+        .fields(),
     )
     return i, new

@@ -46,7 +46,7 @@ from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._refed import is_stale_report
 from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
 from langchain_compact.errors import InvalidHistoryError
-from langchain_compact.markers import credited_savings, get_meta, newest_boundary
+from langchain_compact.markers import Saving, get_meta, newest_boundary
 
 __all__ = [
     "AnchorCheck",
@@ -1118,8 +1118,7 @@ def report_scale(
 
 def _reduced(message: BaseMessage) -> bool:
     """Whether ``message`` was reduced (cleared, digested, stubbed, cut) by a compaction step."""
-    meta = get_meta(message)
-    return bool(meta.get("saved_tokens") or meta.get("removed_tokens"))
+    return Saving.of(message).reduced
 
 
 def _precise_calibration(messages: Sequence[BaseMessage]) -> tuple[float, int] | None:
@@ -1338,8 +1337,8 @@ def _fresh_anchor(
         if msg.id is not None:
             for earlier in messages[: i + 1]:  # the report's own reply may be reduced too
                 meta = get_meta(earlier)
-                if meta.get("usage_anchor") == msg.id:
-                    credit += credited_savings(meta)
+                if Saving.anchor_in(meta) == msg.id:
+                    credit += Saving.of(meta).credited
         return i, anchored, credit
     return None
 
@@ -1450,8 +1449,9 @@ def _tiktoken_credit(messages: Sequence[BaseMessage], i: int, credit: int) -> in
     total, found = 0, False
     for message in messages[:i]:
         meta = get_meta(message)
-        if meta.get("usage_anchor") == owner:
-            total += int(meta.get("saved_precise", meta.get("saved_tokens", 0)))
+        if Saving.anchor_in(meta) == owner:
+            saving = Saving.of(meta)
+            total += saving.saved_tokens if saving.saved_precise is None else saving.saved_precise
             found = True
     return total if found else credit
 

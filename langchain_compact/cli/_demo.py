@@ -24,7 +24,7 @@ from typing_extensions import NotRequired
 from langchain_compact.cli._common import load_chat_model
 from langchain_compact.config import CompactionConfig
 from langchain_compact.demo import ContextReadingPolicy, DependentTask, TaskVerdict
-from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, get_meta, kind_of
+from langchain_compact.markers import KIND_CLEARED, KIND_TRUNCATED, Saving, kind_of
 from langchain_compact.tokens import approximate_tokens, context_tokens
 
 __all__ = ["DEMO_STEPS", "DEMO_WINDOW", "DemoOptions", "DemoResult", "DemoTurn", "run_demo"]
@@ -207,7 +207,7 @@ class _TurnCollector:
     def _micro(self, changed: Sequence[Any]) -> None:
         messages = [m for m in changed if isinstance(m, BaseMessage)]
         kinds = [kind_of(m) for m in messages]
-        saved = sum(int(get_meta(m).get("saved_tokens", 0)) for m in messages)
+        saved = sum(Saving.of(m).saved_tokens for m in messages)
         for key, value in (
             ("cleared", kinds.count(KIND_CLEARED)),
             ("truncated", kinds.count(KIND_TRUNCATED)),

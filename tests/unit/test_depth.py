@@ -5,14 +5,20 @@ from __future__ import annotations
 from bench.depth import chains, measure
 
 
-def test_the_summarizers_model_call_is_at_most_eight_calls_down() -> None:
+def test_the_first_change_is_at_most_six_calls_down_and_the_summary_eight() -> None:
     found = measure()
     model = found["summarizer_model_call"]
     assert 0 < model["calls"] <= 8, model["chain"]
     assert model["chain"][0] == "Compactor.turn"
     assert model["chain"][-1] == "LLMSummarizer.summarize"
-    changed = found["first_changed_message"]
-    assert changed["calls"] > 0 and changed["chain"][0] == "Compactor.turn", changed
+    for key, last in (
+        ("first_changed_message", "_truncate_one"),
+        ("first_cleared_result", "_clear_one"),
+    ):
+        changed = found[key]
+        assert 0 < changed["calls"] <= 6, (key, changed["chain"])
+        assert changed["chain"][0] == "Compactor.turn", changed
+        assert changed["chain"][-1] == last, changed
 
 
 def test_the_hook_finds_nothing_outside_before_model() -> None:
