@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -68,7 +68,7 @@ from langchain_compact.config import CompactionConfig
 from langchain_compact.history import newest_request_index
 from langchain_compact.markers import (
     KIND_SUMMARY,
-    get_meta,
+    Boundary,
     kind_of,
     newest_boundary,
     with_meta,
@@ -304,9 +304,9 @@ def measure_scale(
     measured = calibration(messages, counter=counter, tools=tools)
     if measured is None:
         b, _kept = newest_boundary(messages)
-        previous = get_meta(messages[b]) if b >= 0 else {}
-        ratio = max(least_scale(counter), float(previous.get("calibration", 1.0)))
-        measured = (ratio, int(previous.get("overhead", 0)))
+        previous = Boundary.of(messages[b]) if b >= 0 else Boundary()
+        recorded = 1.0 if previous.calibration is None else previous.calibration
+        measured = (max(least_scale(counter), recorded), previous.overhead)
     return _capped(measured, config)
 
 
@@ -903,44 +903,43 @@ def compaction_steps(job: Compaction) -> Steps:
 # --------------------------------------------------------------------------- 8. finish
 
 
-def _boundary_meta(draft: _Draft, ref: str | None) -> dict[str, Any]:
-    """The boundary's metadata before its size is known."""
+def _boundary(draft: _Draft, ref: str | None) -> tuple[Boundary, dict[str, Any]]:
+    """The boundary before its size is known, and the records of what it replaced and which
+    kept reports it made stale (:func:`langchain_compact._refed.boundary_record`)."""
     job = draft.job
-    meta: dict[str, Any] = {
-        "index": job.index,
-        "archive_ref": ref,
-        "span_ids": [m.id for m in job.plan.span],
-        "kept_ids": [m.id for m in draft.tail if m.id is not None],
-        "turns_since_previous": job.turns_since,
-        "summarizer": draft.used,
-        "tokens_before": job.tokens_before,
-        "cause": job.cause,
-        "calibration": round(draft.scale, 4),
-        "overhead": draft.overhead,
-    }
-    # What this boundary replaced and which kept reports it made stale (langchain_compact._refed)
+    boundary = Boundary(
+        index=job.index,
+        archive_ref=ref,
+        span_ids=tuple(m.id for m in job.plan.span),
+        kept_ids=tuple(m.id for m in draft.tail if m.id is not None),
+        turns_since_previous=job.turns_since,
+        summarizer=draft.used,
+        tokens_before=job.tokens_before,
+        cause=job.cause,
+        calibration=round(draft.scale, 4),
+        overhead=draft.overhead,
+    )
     staying = {m.id for m in (*draft.head, *draft.tail) if m.id is not None}
     gone = [m for m in job.messages if m.id is not None and m.id not in staying]
-    meta.update(boundary_record(gone, draft.tail))
-    return meta
+    return boundary, boundary_record(gone, draft.tail)
 
 
 def _precise_calibration(
-    draft: _Draft, pending: list[BaseMessage], tokens_after: int
-) -> dict[str, Any]:
+    draft: _Draft, pending: list[BaseMessage], tokens_after: int, boundary: Boundary
+) -> Boundary:
     """Counted precisely (``draft.units``): the scale that makes the caller's own counter give
-    the same size for this history, so the counts after the boundary start from it."""
+    the same size for this history, so the counts after the boundary start from it, and
+    tiktoken's own scale, for a count with tiktoken before the next usage report
+    (tokens.precise_context_tokens)."""
     assert draft.units is not None
     counter, extra = draft.units
-    # tiktoken's own scale, for a count with tiktoken before the next usage report
-    # (tokens.precise_context_tokens)
-    meta: dict[str, Any] = {"precise_calibration": [round(draft.scale, 4), draft.overhead]}
+    boundary = replace(boundary, precise_calibration=(round(draft.scale, 4), draft.overhead))
     local = counter(pending) + extra
     if local > 0:
         ratio = max(0.0, tokens_after - draft.overhead) / local
         low = least_scale(counter)
-        meta["calibration"] = round(min(RATIO_BOUNDS[1], max(low, ratio)), 4)
-    return meta
+        boundary = replace(boundary, calibration=round(min(RATIO_BOUNDS[1], max(low, ratio)), 4))
+    return boundary
 
 
 def _refill_streak(job: Compaction, tokens_after: int) -> int:
@@ -961,13 +960,15 @@ def finish(draft: _Draft, ref: str | None) -> CompactionResult:
     job = draft.job
     config, messages, plan, index = job.config, job.messages, job.plan, job.index
     tokens_before = job.tokens_before
-    meta = _boundary_meta(draft, ref)
-    pending = [*draft.head, summary_message(draft.body, config, plan.span, **meta), *draft.tail]
+    boundary, record = _boundary(draft, ref)
+    drafted = summary_message(draft.body, config, plan.span, **boundary.fields(), **record)
+    pending = [*draft.head, drafted, *draft.tail]
     tokens_after = round((draft.counter(pending) + draft.extra) * draft.scale) + draft.overhead
     if draft.units is not None:
-        meta.update(_precise_calibration(draft, pending, tokens_after))
-    meta["refill_streak"] = _refill_streak(job, tokens_after)
-    summary = summary_message(draft.body, config, plan.span, **meta, tokens_after=tokens_after)
+        boundary = _precise_calibration(draft, pending, tokens_after, boundary)
+    streak = _refill_streak(job, tokens_after)
+    boundary = replace(boundary, refill_streak=streak, tokens_after=tokens_after)
+    summary = summary_message(draft.body, config, plan.span, **boundary.fields(), **record)
     new = [*draft.head, summary, *draft.tail]
     kept = {m.id for m in new}
     # The compactor's log line says what a compaction freed (core.Compactor._report): these

@@ -18,7 +18,13 @@ from langchain_core.messages import (
 
 from langchain_compact.errors import ConfigError
 from langchain_compact.history import original_task_index
-from langchain_compact.markers import KIND_PINNED_TASK, KIND_SUMMARY, get_meta, kind_of, with_meta
+from langchain_compact.markers import (
+    KIND_PINNED_TASK,
+    KIND_SUMMARY,
+    Boundary,
+    kind_of,
+    with_meta,
+)
 
 __all__ = ["MemoryRecord"]
 
@@ -97,7 +103,7 @@ class MemoryRecord:
             task=message_to_dict(task),
             summaries=[message_to_dict(m) for m in summaries],
             thread_id=thread_id,
-            compaction_count=int(get_meta(summaries[-1]).get("index", len(summaries))),
+            compaction_count=_index(summaries),
             updated_at=datetime.now(timezone.utc).isoformat(),
         )
 
@@ -135,3 +141,9 @@ class MemoryRecord:
             memory_compactions=self.compaction_count,
         )
         return [task, memory]
+
+
+def _index(summaries: Sequence[BaseMessage]) -> int:
+    """The compaction count the newest of ``summaries`` records (their number if none)."""
+    index = Boundary.of(summaries[-1]).index
+    return len(summaries) if index is None else index

@@ -30,7 +30,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 
 from langchain_compact._fingerprint import FROM_KEYS, OWN_KEY, is_placeholder_of, message_key
-from langchain_compact.markers import KIND_SUMMARY, get_meta, kind_of
+from langchain_compact.markers import KIND_SUMMARY, Boundary, get_meta, kind_of
 
 __all__ = [
     "REPLACED_KEY",
@@ -122,7 +122,7 @@ def _record(meta: Mapping[str, Any]) -> dict[str, Any]:
     record = meta.get(REPLACED_KEY)
     if isinstance(record, dict):
         return record
-    return {str(i): None for i in meta.get("span_ids") or [] if i is not None}
+    return {str(i): None for i in Boundary.of(meta).span_ids if i is not None}
 
 
 def refed_indices(messages: Sequence[BaseMessage], boundary: int) -> list[int]:

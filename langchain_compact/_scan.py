@@ -31,6 +31,7 @@ from langchain_compact.markers import (
     KIND_SUMMARY,
     KIND_TRUNCATED,
     PROVIDER_WINDOW_KEY,
+    Boundary,
     Saving,
     get_meta,
     newest_boundary,
@@ -193,7 +194,7 @@ class _Reading:
             self.window = _narrower(self.window, meta[PROVIDER_WINDOW_KEY])
         if kind == KIND_SUMMARY:
             self.boundary, self.bmeta = i, meta
-            self.kept = frozenset(str(k) for k in meta.get("kept_ids") or [])
+            self.kept = Boundary.of(meta).kept
             self.turns, self.removed, self.anchor = 0, 0, None
             self.reports.clear()
         elif kind in (KIND_CLEARED, KIND_TRUNCATED) and self.boundary < i:

@@ -37,6 +37,7 @@ from langchain_compact.markers import (
     KIND_STOP,
     KIND_TRUNCATED,
     Action,
+    Boundary,
     Saving,
     get_meta,
     kind_of,
@@ -99,12 +100,12 @@ def compaction_info(messages: Sequence[BaseMessage]) -> CompactionInfo:
     if b < 0:
         turns = sum(isinstance(m, AIMessage) for m in messages)
         return CompactionInfo(count=0, turns_since=turns, refill_streak=0)
-    meta = get_meta(messages[b])
+    boundary = Boundary.of(messages[b])
     turns = sum(isinstance(m, AIMessage) and m.id not in kept for m in messages[b + 1 :])
     return CompactionInfo(
-        count=int(meta.get("index", 1)),
+        count=1 if boundary.index is None else boundary.index,
         turns_since=turns,
-        refill_streak=int(meta.get("refill_streak", 0)),
+        refill_streak=boundary.refill_streak,
     )
 
 
@@ -112,11 +113,11 @@ def _info_of(facts: HistoryFacts) -> CompactionInfo:
     """:func:`compaction_info` from the facts (the counts sit on the boundary's marker)."""
     if facts.boundary < 0:
         return CompactionInfo(count=0, turns_since=facts.turns_since, refill_streak=0)
-    meta = facts.boundary_meta
+    boundary = Boundary.of(facts.boundary_meta)
     return CompactionInfo(
-        count=int(meta.get("index", 1)),
+        count=1 if boundary.index is None else boundary.index,
         turns_since=facts.turns_since,
-        refill_streak=int(meta.get("refill_streak", 0)),
+        refill_streak=boundary.refill_streak,
     )
 
 
@@ -161,9 +162,9 @@ def effective_trigger(messages: Sequence[BaseMessage], config: CompactionConfig)
 def _raised_trigger(boundary_meta: dict[str, Any], config: CompactionConfig) -> int:
     """:func:`effective_trigger` given the newest boundary's marker dict."""
     trigger = _trigger(config)
-    after = boundary_meta.get("tokens_after")
+    after = Boundary.of(boundary_meta).tokens_after
     budget = config.budget  # known: the trigger is
-    if not isinstance(after, int) or budget is None:
+    if after is None or budget is None:
         return trigger
     return budget.raised_trigger(after)
 

@@ -95,9 +95,9 @@ from langchain_compact.markers import (
     EVENT_KEY,
     KIND_SUMMARY,
     PROVIDER_WINDOW_KEY,
+    Boundary,
     Saving,
     Transition,
-    get_meta,
     kind_of,
     with_meta,
 )
@@ -254,9 +254,9 @@ class CompactionKeys(TypedDict):
 
 def compaction_report(result: CompactionResult) -> dict[str, Any]:
     """The numbers of a compaction, as the ``last_compaction`` state key holds them."""
-    summary_meta = get_meta(result.summary) if result.summary is not None else {}
+    boundary = Boundary.of(result.summary) if result.summary is not None else Boundary()
     return {
-        "index": int(summary_meta.get("index", 0)),
+        "index": boundary.index or 0,
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
         "archive_ref": result.archive_ref,
@@ -268,7 +268,7 @@ def compaction_report(result: CompactionResult) -> dict[str, Any]:
         "summarizer_calls": result.summarizer_calls,
         "errors": list(result.errors),
         "prepared": result.prepared,
-        "cause": str(summary_meta.get("cause", "")),
+        "cause": boundary.cause or "",
     }
 
 
@@ -525,8 +525,7 @@ class Compactor:
         facts = history_facts(messages)
         if facts is not None:
             return facts.provider_window
-        value = boundary_meta(messages).get(PROVIDER_WINDOW_KEY)  # a stray non-message
-        return value if isinstance(value, int) and value > 0 else None
+        return Boundary.of(boundary_meta(messages)).provider_window  # a stray non-message
 
     def _learning(self, ctx: TurnContext | None, messages: Sequence[BaseMessage]) -> TurnContext:
         """``ctx`` (a new context when ``None``) narrowed to the window ``messages`` learned,
@@ -646,7 +645,7 @@ class Compactor:
         tokens = self.count(messages)
         fit = cfg.fit_tokens or 0
         if tokens > fit:  # confirmed, then settled by the compaction's own count
-            after = boundary_meta(messages).get("tokens_after")
+            after = Boundary.of(boundary_meta(messages)).tokens_after
             tokens = when.settled(self.confirmed(messages, tokens), fit, after)
         trigger = cfg.trigger_tokens or 0
         verdict = when.after_compaction(tokens, fit, trigger)

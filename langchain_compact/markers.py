@@ -91,7 +91,7 @@ def newest_boundary(messages: Sequence[BaseMessage]) -> tuple[int, set[str]]:
     the messages that compaction kept verbatim after it."""
     for i in range(len(messages) - 1, -1, -1):
         if kind_of(messages[i]) == KIND_SUMMARY:
-            return i, {str(k) for k in get_meta(messages[i]).get("kept_ids") or []}
+            return i, set(Boundary.of(messages[i]).kept)
     return -1, set()
 
 
@@ -196,3 +196,102 @@ class Saving:
         if self.saved_precise is not None:
             out["saved_precise"] = self.saved_precise
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """The boundary marker's metadata (on the summary a compaction leaves, the newest of
+    which is where the history's compacted part ends) as one typed value; stored as these
+    flat keys, which is what every checkpoint written so far holds, so :meth:`of` reads old
+    and new boundaries alike. ``None`` is a key the boundary does not record (one written
+    before the key, or a memory's boundary).
+
+    - ``index``: which compaction of the thread it is (1 for the first; 0 on a memory's);
+    - ``archive_ref``: where the messages it replaced are archived;
+    - ``span_ids`` / ``kept_ids``: the ids it replaced, and those kept after it whole;
+    - ``turns_since_previous``: model turns between the previous compaction and this one;
+    - ``summarizer``: what wrote the summary; ``cause``: ``"trigger"``, ``"overflow"``, ...;
+    - ``tokens_before`` / ``tokens_after``: the context's size before and after;
+    - ``calibration`` / ``overhead``: the provider's ratio to the compactor's count and its
+      fixed part when the boundary was made; ``precise_calibration`` the same for tiktoken;
+    - ``refill_streak``: the thrash guard's count (:func:`budget.refill_streak`);
+    - ``provider_window``: the window a provider's refusal taught the thread.
+
+    The records of what it replaced and which reports it made stale are
+    :mod:`langchain_compact._refed`'s (``replaced``, ``stale_reports``).
+
+    Example:
+        >>> b = Boundary.of({"index": 2, "kept_ids": ["a"], "tokens_after": 900})
+        >>> b.index, b.kept, b.tokens_after, b.refill_streak
+        (2, frozenset({'a'}), 900, 0)
+        >>> Boundary.of({}).index is None
+        True
+    """
+
+    index: int | None = None
+    archive_ref: str | None = None
+    span_ids: tuple[str | None, ...] = ()
+    kept_ids: tuple[str, ...] = ()
+    turns_since_previous: int | None = None
+    summarizer: str | None = None
+    tokens_before: int | None = None
+    cause: str | None = None
+    calibration: float | None = None
+    overhead: int = 0
+    precise_calibration: tuple[Any, Any] | None = None
+    refill_streak: int = 0
+    tokens_after: int | None = None
+    provider_window: int | None = None
+
+    @classmethod
+    def of(cls, meta: Mapping[str, Any] | BaseMessage) -> Boundary:
+        """The boundary recorded in a marker dict (or a message's)."""
+        if isinstance(meta, BaseMessage):
+            meta = get_meta(meta)
+        index, cause, ratio = meta.get("index"), meta.get("cause"), meta.get("calibration")
+        precise = meta.get("precise_calibration")
+        window = _int_or_none(meta.get(PROVIDER_WINDOW_KEY))
+        return cls(
+            index=None if index is None else int(index),
+            archive_ref=_str_or_none(meta.get("archive_ref")),
+            span_ids=tuple(meta.get("span_ids") or ()),
+            kept_ids=tuple(str(k) for k in meta.get("kept_ids") or []),
+            turns_since_previous=_int_or_none(meta.get("turns_since_previous")),
+            summarizer=_str_or_none(meta.get("summarizer")),
+            tokens_before=_int_or_none(meta.get("tokens_before")),
+            cause=None if cause is None else str(cause),
+            calibration=float(ratio) if isinstance(ratio, (int, float)) else None,
+            overhead=_int_or_none(meta.get("overhead")) or 0,
+            precise_calibration=(
+                (precise[0], precise[1])
+                if isinstance(precise, (list, tuple)) and len(precise) == 2
+                else None
+            ),
+            refill_streak=int(meta.get("refill_streak", 0)),
+            tokens_after=_int_or_none(meta.get("tokens_after")),
+            provider_window=window if window is not None and window > 0 else None,
+        )
+
+    @property
+    def kept(self) -> frozenset[str]:
+        """``kept_ids`` as a set."""
+        return frozenset(self.kept_ids)
+
+    def fields(self) -> dict[str, Any]:
+        """The marker keys of what it records (for :func:`with_meta`; ``None`` left out)."""
+        out: dict[str, Any] = {}
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            key = PROVIDER_WINDOW_KEY if name == "provider_window" else name
+            out[key] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

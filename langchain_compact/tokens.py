@@ -46,7 +46,7 @@ from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._refed import is_stale_report
 from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
 from langchain_compact.errors import InvalidHistoryError
-from langchain_compact.markers import Saving, get_meta, newest_boundary
+from langchain_compact.markers import Boundary, Saving, get_meta, newest_boundary
 
 __all__ = [
     "AnchorCheck",
@@ -1095,7 +1095,7 @@ def report_scale(
     """
     usage = getattr(messages[i], "usage_metadata", None) or {}
     bmeta = get_meta(messages[boundary]) if boundary >= 0 else {}
-    kept = {str(k) for k in bmeta.get("kept_ids") or []}
+    kept = Boundary.of(bmeta).kept
     for j in range(i - 1, boundary, -1):
         earlier = messages[j]
         report = (
@@ -1124,8 +1124,8 @@ def _reduced(message: BaseMessage) -> bool:
 def _precise_calibration(messages: Sequence[BaseMessage]) -> tuple[float, int] | None:
     """``(ratio, overhead)`` for tiktoken counts that the newest boundary recorded (a
     compaction that counted its draft with tiktoken), or ``None``."""
-    value = boundary_meta(messages).get("precise_calibration")
-    if not isinstance(value, list) or len(value) != 2:
+    value = Boundary.of(boundary_meta(messages)).precise_calibration
+    if value is None:
         return None
     ratio, overhead = value
     if not isinstance(ratio, (int, float)) or not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
@@ -1314,10 +1314,11 @@ def _boundary_calibration(messages: Sequence[BaseMessage], boundary: int) -> tup
 
 def _calibration_of(meta: dict[str, Any]) -> tuple[float, int]:
     """``(ratio, overhead)`` recorded on a boundary's marker dict (``(1.0, 0)`` if none)."""
-    ratio, overhead = meta.get("calibration"), meta.get("overhead", 0)
-    if not isinstance(ratio, (int, float)) or not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
+    boundary = Boundary.of(meta)
+    ratio, overhead = boundary.calibration, boundary.overhead
+    if ratio is None or not RATIO_BOUNDS[0] <= ratio <= RATIO_BOUNDS[1]:
         return 1.0, 0
-    return float(ratio), int(overhead) if isinstance(overhead, int) and overhead > 0 else 0
+    return ratio, max(0, overhead)
 
 
 def _fresh_anchor(
