@@ -18,7 +18,7 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -26,6 +26,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
+    HumanMessage,
     convert_to_messages,
     messages_from_dict,
     messages_to_dict,
@@ -37,7 +38,6 @@ from langgraph.store.base import BaseStore
 from langchain_compact._archive_records import thread_key
 from langchain_compact._defaults import DEFAULT_ARCHIVE, DefaultArchiveFlag, resolve_context_window
 from langchain_compact._ops import in_daemon_thread
-from langchain_compact._options import check_known, check_options
 from langchain_compact._prepare import boundary_key
 from langchain_compact.config import CompactionConfig
 from langchain_compact.core import (
@@ -703,3 +703,68 @@ def with_overflow_retry(
         raise ConfigError("with_overflow_retry takes a compactor or its options, not both.")
     check_known(opts, _COMPACTOR_OPTIONS, "with_overflow_retry")
     return (compactor or MessageCompactor(**opts)).wrap(model)
+
+
+# ------------------------------------------------------------------ checking the options
+#
+# The type checks of the components an entry point is given, so a wrong value is a
+# ConfigError naming the option, never a bare TypeError or AttributeError from deep inside a
+# compaction.
+
+
+def check_known(opts: Mapping[str, Any], known: Collection[str], where: str) -> None:
+    """Refuse an option ``where`` does not take, naming the ones it does."""
+    unknown = sorted(set(opts) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"{where} got unknown option(s) {', '.join(map(repr, unknown))}; it takes "
+            f"{', '.join(sorted(known))}."
+        )
+
+
+def check_options(
+    *,
+    config: Any = None,
+    summarizer: Any = None,
+    archive: Any = None,
+    counter: Any = None,
+    tools: Any = None,
+    thread_id: Any = None,
+) -> None:
+    """Check each component that is given (``None``: not given, not checked).
+
+    Raises:
+        ConfigError: a value of the wrong type; the message names the option.
+    """
+    if config is not None and not isinstance(config, CompactionConfig):
+        raise ConfigError(f"config must be a CompactionConfig, got {type(config).__name__}.")
+    if summarizer is not None and not callable(getattr(summarizer, "summarize", None)):
+        raise ConfigError(
+            f"summarizer must be a Summarizer (an object with summarize(messages, *, "
+            f"max_tokens) -> str), got {type(summarizer).__name__}; e.g. "
+            "LLMSummarizer(model) or ExtractiveSummarizer()."
+        )
+    if archive is not None and not callable(getattr(archive, "write", None)):
+        raise ConfigError(
+            f"archive must be a TranscriptArchive (JsonlArchive, StoreArchive), got "
+            f"{type(archive).__name__}."
+        )
+    if tools is not None and (isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence)):
+        raise ConfigError(f"tools must be a list of tools, got {type(tools).__name__}.")
+    if thread_id is not None and not isinstance(thread_id, str):
+        raise ConfigError(f"thread_id must be a str, got {type(thread_id).__name__}.")
+    if counter is not None:
+        _check_counter(counter)
+
+
+def _check_counter(counter: Any) -> None:
+    """A token counter: callable on messages, returning an int."""
+    if not callable(counter):
+        raise ConfigError(f"counter must be a callable messages -> int, got {counter!r}.")
+    probe = counter([HumanMessage("probe")])
+    if isinstance(probe, bool) or not isinstance(probe, int):
+        raise ConfigError(
+            f"counter must return an int token count, it returned "
+            f"{type(probe).__name__} ({probe!r:.40}); e.g. approximate_tokens or "
+            "TiktokenCounter()."
+        )
