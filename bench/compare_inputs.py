@@ -74,6 +74,7 @@ def record(
         budget = peers.Budget(window)
         for name in systems:
             for stem, messages in transcripts.items():
+                _repeatable_clock()
                 adapter = peers.make(name, budget, truth)
                 calls: list[list[str]] = []
                 last = 0
@@ -87,6 +88,32 @@ def record(
                     last = i + 1
                 out[f"{name}|{window}|{stem}"] = calls
     return out
+
+
+def _repeatable_clock() -> None:
+    """Archive refs from a counter that starts at the same instant for every replay.
+
+    A ref carries the UTC time it was written (``transcript_<stamp>_<hash>``), the summaries
+    and placeholders the model reads quote refs, and a later record's hash covers them: with
+    the wall clock, the tokens of a replay depend on when it ran, and a count a few tokens
+    off can move a compaction by a turn (the LCEL ponyc replay at 8k differed between two
+    runs of one commit). With this clock two commits are compared on their behaviour alone.
+    """
+    import itertools
+    from datetime import datetime, timedelta, timezone
+
+    try:
+        from langchain_compact import _archive_records as records
+    except ImportError:  # a commit without the module: its own clock
+        return
+    ticks = itertools.count(1)
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def new_timestamp() -> tuple[str, str]:
+        now = start + timedelta(microseconds=next(ticks))
+        return now.strftime("%Y%m%dT%H%M%S%fZ"), now.isoformat()
+
+    records.new_timestamp = new_timestamp
 
 
 def compare(a: dict[str, list[list[str]]], b: dict[str, list[list[str]]]) -> dict[str, Any]:
