@@ -198,11 +198,11 @@ class _Reading:
             self.turns, self.removed, self.anchor = 0, 0, None
             self.reports.clear()
         elif kind in (KIND_CLEARED, KIND_TRUNCATED) and self.boundary < i:
-            self.removed += Saving.of(meta).removed
+            self.removed += Saving.removed_in(meta)
         self._task(i, msg, kind)
         owner = Saving.anchor_in(meta)
         if owner is not None:  # before the anchor below: a reply may credit itself
-            self.credit[owner] = self.credit.get(owner, 0) + Saving.of(meta).credited
+            self.credit[owner] = self.credit.get(owner, 0) + Saving.credited_in(meta)
         if isinstance(msg, AIMessage):
             self._reply(i, msg)
 

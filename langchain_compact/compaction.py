@@ -141,7 +141,7 @@ def removed_since_boundary(messages: Sequence[BaseMessage]) -> int:
     total = 0
     for m in messages[b + 1 :]:
         if kind_of(m) in (KIND_CLEARED, KIND_TRUNCATED):
-            total += Saving.of(m).removed
+            total += Saving.removed_in(get_meta(m))
     return total
 
 

@@ -149,6 +149,19 @@ class Saving:
         anchor = meta.get("usage_anchor")
         return anchor if isinstance(anchor, str) else None
 
+    @staticmethod
+    def credited_in(meta: Mapping[str, Any]) -> int:
+        """Only :attr:`credited` of a marker dict (a history's scan reads it of every
+        reduced message: two keys, no value built)."""
+        precise = meta.get("saved_precise")
+        saved = int(meta.get("saved_tokens", 0))
+        return _credit(saved, precise if isinstance(precise, int) else None)
+
+    @staticmethod
+    def removed_in(meta: Mapping[str, Any]) -> int:
+        """Only :attr:`removed` of a marker dict (as :meth:`credited_in`)."""
+        return int(meta.get("removed_tokens", meta.get("saved_tokens", 0)))
+
     @property
     def reduced(self) -> bool:
         """Whether the message was reduced at all (it saved or removed something)."""
@@ -160,9 +173,7 @@ class Saving:
         more than tiktoken's count of them when one was recorded. A report is in the
         provider's tokens; a credit in an estimate that errs high would count the context
         low, and the next call would go over the window."""
-        if self.saved_precise is None:
-            return self.saved_tokens
-        return min(self.saved_tokens, self.saved_precise)
+        return _credit(self.saved_tokens, self.saved_precise)
 
     @property
     def removed(self) -> int:
@@ -295,3 +306,8 @@ def _int_or_none(value: Any) -> int | None:
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _credit(saved: int, precise: int | None) -> int:
+    """A saving's credit to its report: ``saved``, never more than tiktoken's ``precise``."""
+    return saved if precise is None else min(saved, precise)

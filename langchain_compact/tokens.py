@@ -1339,7 +1339,7 @@ def _fresh_anchor(
             for earlier in messages[: i + 1]:  # the report's own reply may be reduced too
                 meta = get_meta(earlier)
                 if Saving.anchor_in(meta) == msg.id:
-                    credit += Saving.of(meta).credited
+                    credit += Saving.credited_in(meta)
         return i, anchored, credit
     return None
 

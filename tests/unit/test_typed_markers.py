@@ -190,3 +190,21 @@ def test_no_other_module_reads_the_marker_keys_by_name() -> None:
     # the check finds what it looks for
     assert _LOOKUP.search('int(get_meta(m).get("saved_tokens", 0))')
     assert _LOOKUP.search('bmeta["kept_ids"]') and not _LOOKUP.search('report["tokens_after"]')
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {},
+        {"saved_tokens": 70},
+        {"saved_tokens": 70, "removed_tokens": 90},
+        {"saved_tokens": 70, "saved_precise": 60, "usage_anchor": "r"},
+        {"saved_tokens": 70, "saved_precise": 80},
+        {"saved_tokens": 70, "saved_precise": None},
+    ],
+)
+def test_the_one_key_readers_agree_with_the_value(meta: dict) -> None:
+    whole = Saving.of(meta)
+    assert Saving.credited_in(meta) == whole.credited
+    assert Saving.removed_in(meta) == whole.removed
+    assert Saving.anchor_in(meta) == whole.usage_anchor
