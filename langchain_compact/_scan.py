@@ -194,7 +194,7 @@ class _Reading:
             self.window = _narrower(self.window, meta[PROVIDER_WINDOW_KEY])
         if kind == KIND_SUMMARY:
             self.boundary, self.bmeta = i, meta
-            self.kept = Boundary.of(meta).kept
+            self.kept = Boundary.kept_in(meta)
             self.turns, self.removed, self.anchor = 0, 0, None
             self.reports.clear()
         elif kind in (KIND_CLEARED, KIND_TRUNCATED) and self.boundary < i:

@@ -91,7 +91,7 @@ def newest_boundary(messages: Sequence[BaseMessage]) -> tuple[int, set[str]]:
     the messages that compaction kept verbatim after it."""
     for i in range(len(messages) - 1, -1, -1):
         if kind_of(messages[i]) == KIND_SUMMARY:
-            return i, set(Boundary.of(messages[i]).kept)
+            return i, set(Boundary.kept_in(get_meta(messages[i])))
     return -1, set()
 
 
@@ -287,6 +287,12 @@ class Boundary:
     def kept(self) -> frozenset[str]:
         """``kept_ids`` as a set."""
         return frozenset(self.kept_ids)
+
+    @staticmethod
+    def kept_in(meta: Mapping[str, Any]) -> frozenset[str]:
+        """Only :attr:`kept` of a marker dict (read on every scan that finds a boundary:
+        one key, no value built)."""
+        return frozenset(str(k) for k in meta.get("kept_ids") or [])
 
     def fields(self) -> dict[str, Any]:
         """The marker keys of what it records (for :func:`with_meta`; ``None`` left out)."""

@@ -1095,7 +1095,7 @@ def report_scale(
     """
     usage = getattr(messages[i], "usage_metadata", None) or {}
     bmeta = get_meta(messages[boundary]) if boundary >= 0 else {}
-    kept = Boundary.of(bmeta).kept
+    kept = Boundary.kept_in(bmeta)
     for j in range(i - 1, boundary, -1):
         earlier = messages[j]
         report = (

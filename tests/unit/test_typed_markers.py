@@ -130,6 +130,8 @@ def test_a_boundary_reads_what_existing_checkpoints_hold() -> None:
         None,
     )
     assert Boundary.of({"provider_window": 0}).provider_window is None  # not a window
+    for meta in (OLD_BOUNDARY, {}, {"kept_ids": None}):  # the one-key reader agrees
+        assert Boundary.kept_in(meta) == Boundary.of(meta).kept
 
 
 def test_a_compaction_writes_its_boundary_through_the_type() -> None:
