@@ -95,6 +95,12 @@ def newest_boundary(messages: Sequence[BaseMessage]) -> tuple[int, set[str]]:
     return -1, set()
 
 
+def credited_savings(meta: Mapping[str, Any]) -> int:
+    """What a reduced message credits the usage report it was reduced after
+    (:attr:`Saving.credited` of the marker dict ``meta``; kept for code that called it)."""
+    return Saving.credited_in(meta)
+
+
 @dataclass(frozen=True, slots=True)
 class Saving:
     """The accounting a reduced message carries in its marker dict (a cleared result, a

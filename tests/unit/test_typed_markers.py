@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
-from langchain_compact.markers import META_KEY, Boundary, Saving, get_meta, with_meta
+from langchain_compact.markers import (
+    META_KEY,
+    Boundary,
+    Saving,
+    credited_savings,
+    get_meta,
+    with_meta,
+)
 
 ROOT = Path(__file__).resolve().parents[2] / "langchain_compact"
 
@@ -210,3 +217,4 @@ def test_the_one_key_readers_agree_with_the_value(meta: dict) -> None:
     assert Saving.credited_in(meta) == whole.credited
     assert Saving.removed_in(meta) == whole.removed
     assert Saving.anchor_in(meta) == whole.usage_anchor
+    assert credited_savings(meta) == whole.credited  # the function earlier releases exported
