@@ -74,7 +74,7 @@ def record(
         budget = peers.Budget(window)
         for name in systems:
             for stem, messages in transcripts.items():
-                _repeatable_clock()
+                repeatable_clock()
                 adapter = peers.make(name, budget, truth)
                 calls: list[list[str]] = []
                 last = 0
@@ -90,14 +90,15 @@ def record(
     return out
 
 
-def _repeatable_clock() -> None:
+def repeatable_clock() -> None:
     """Archive refs from a counter that starts at the same instant for every replay.
 
     A ref carries the UTC time it was written (``transcript_<stamp>_<hash>``), the summaries
     and placeholders the model reads quote refs, and a later record's hash covers them: with
     the wall clock, the tokens of a replay depend on when it ran, and a count a few tokens
     off can move a compaction by a turn (the LCEL ponyc replay at 8k differed between two
-    runs of one commit). With this clock two commits are compared on their behaviour alone.
+    runs of one commit). With this clock two commits are compared on their behaviour alone;
+    the notebook tests start their kernel with it too (``tests/test_notebooks.py``).
     """
     import itertools
     from datetime import datetime, timedelta, timezone

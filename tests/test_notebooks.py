@@ -107,23 +107,17 @@ def _execute(path: Path) -> tuple[nbformat.NotebookNode, float]:
 #: depend on the clock: in about one run of notebook 3 in ten, a count a few tokens off moved
 #: a compaction by a turn (3038 against 3123 peak tokens). With the archive's clock replaced by
 #: a counter from a fixed instant (strictly increasing, as the real one is) every run is the
-#: same, so a fresh run can be compared with the committed outputs line by line.
-_REPEATABLE_CLOCK = """\
-import itertools
-from datetime import datetime, timedelta, timezone
+#: same, so a fresh run can be compared with the committed outputs line by line. The clock is
+#: ``bench.compare_inputs.repeatable_clock``, the one the replay comparison uses.
+_REPEATABLE_CLOCK = f"""\
+import sys
 
-import langchain_compact._archive_records as _records
-
-_ticks = itertools.count(1)
-_start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-
-def _new_timestamp():
-    now = _start + timedelta(microseconds=next(_ticks))
-    return now.strftime("%Y%m%dT%H%M%S%fZ"), now.isoformat()
-
-
-_records.new_timestamp = _new_timestamp
+sys.path.insert(0, {str(NOTEBOOK_DIR.parent)!r})
+try:
+    from bench.compare_inputs import repeatable_clock
+finally:
+    del sys.path[0]
+repeatable_clock()
 """
 
 
