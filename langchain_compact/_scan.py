@@ -4,8 +4,10 @@ Micro-compaction's pressure check, the usage-anchored count and the routing deci
 need the same few facts: the newest compaction boundary (and its metadata), the newest
 usage report made after it (and the tokens cleared since), the newest ``AIMessage``, the
 original task's position, the tokens cleared since the boundary. :func:`history_facts`
-computes them in one forward pass and remembers the result for the list it described, so
-the next call on the same history grown by a few messages only reads the new messages.
+computes them in one forward pass; given a :class:`FactsMemo` (the one its owner keeps, a
+compactor one per thread, passed down to every reader in a turn) it remembers the result
+for the list it described, so the next call on the same history grown by a few messages
+only reads the new messages. Nothing is remembered at module level.
 
 A remembered result is used only after checking that the new list starts with exactly the
 messages it described (the same objects, or equal ones: ``list.__eq__`` compares by
@@ -16,7 +18,6 @@ replaced message makes the check fail and the facts are computed again from scra
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,14 +38,11 @@ from langchain_compact.markers import (
     newest_boundary,
 )
 
-__all__ = ["HistoryFacts", "clear_memo", "history_facts"]
+__all__ = ["FactsMemo", "HistoryFacts", "history_facts"]
 
-#: Histories remembered at once (one per thread in practice; the oldest is forgotten).
-MEMO_SIZE = 32
-#: Of them, histories that start with the same message object (threads of one process).
-MEMO_PER_FIRST = 8
-#: Histories shorter than this are scanned directly (remembering them costs more).
-MIN_MEMO_LENGTH = 64
+#: Histories a :class:`FactsMemo` remembers (a turn reads its input, the list with results
+#: cleared, the compacted list and the next turn's input; the oldest is forgotten).
+MEMO_ENTRIES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,94 +266,113 @@ def _fresh_anchor(
 
 
 _EMPTY = HistoryFacts()
-#: Remembered histories by the identity of their first message, several per first message:
-#: threads in one process often start with the same message object (a module-level system
-#: prompt), and one entry per first message made them evict each other on every turn.
-_memo: OrderedDict[int, list[tuple[list[object], HistoryFacts]]] = OrderedDict()
-_lock = threading.Lock()
 
 
-def history_facts(messages: Sequence[object]) -> HistoryFacts | None:
-    """The facts of ``messages``, reading only what a validated remembered result does not
-    cover; ``None`` when a message is not a ``BaseMessage``.
+class FactsMemo:
+    """The facts of the histories one owner read (a compactor keeps one per thread,
+    :meth:`~langchain_compact.core.Compactor.memo`), newest first, at most ``size`` of them.
+
+    A history that starts with a remembered one (the same objects, or equal ones) is read
+    only from where that one ends, so a turn's many readers of a history grown by a few
+    messages cost one pass over the new messages between them. Without a memo
+    (:func:`history_facts` with ``memo=None``) every read is a full pass: correct, and
+    proportional to the history.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> memo = FactsMemo()
+        >>> history = [HumanMessage("task"), AIMessage("ok")]
+        >>> memo.facts(history) is memo.facts(list(history))
+        True
+    """
+
+    __slots__ = ("_entries", "_lock", "size")
+
+    def __init__(self, size: int = MEMO_ENTRIES) -> None:
+        if size < 1:
+            raise ValueError(f"FactsMemo(size={size!r}): size must be at least 1.")
+        self.size = size
+        self._entries: list[tuple[list[object], HistoryFacts]] = []
+        self._lock = threading.Lock()
+
+    def facts(self, messages: Sequence[object]) -> HistoryFacts | None:
+        """:func:`history_facts` of ``messages``, reading only what a remembered history
+        does not cover."""
+        if not messages:
+            return HistoryFacts()
+        items = messages if isinstance(messages, list) else list(messages)
+        found, remembered = self._remembered(items)
+        if found:
+            return remembered
+        fresh = _extend(_EMPTY, items)  # outside the lock: a first read of a long history
+        if fresh is not None:
+            self._remember(items, fresh)
+        return fresh
+
+    def clear(self) -> None:
+        """Forget every remembered history."""
+        with self._lock:
+            self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _remembered(self, items: list[object]) -> tuple[bool, HistoryFacts | None]:
+        """``(True, facts)`` when a remembered history is a prefix of ``items`` (its facts
+        extended to the rest; ``None``: a message is not a ``BaseMessage``), else ``(False,
+        None)``."""
+        with self._lock:  # one history at a time: a remembered list is extended in place
+            entries = self._entries
+            for k, (seen, facts) in enumerate(entries):
+                n = len(seen)
+                # Cheap rejections first (a reloaded, forked or edited history).
+                if n > len(items) or seen[0] is not items[0] or seen[-1] is not items[n - 1]:
+                    continue
+                seen.extend(items[n:])
+                try:
+                    # Identity first, then equality: a memory-speed pass over the pointers.
+                    same = seen == items
+                    longer = facts if not same or n == len(items) else _extend(facts, items)
+                except BaseException:
+                    del seen[n:]  # the remembered list describes ``facts`` again
+                    raise
+                if same and longer is not None:
+                    entries.pop(k)
+                    entries.insert(0, (seen, longer))
+                    return True, longer
+                del seen[n:]
+                if longer is None:
+                    return True, None  # a message is not a BaseMessage: the caller names it
+        return False, None
+
+    def _remember(self, items: list[object], fresh: HistoryFacts) -> None:
+        """Remember ``fresh``, the facts of ``items``, newest first (an edited history's
+        earlier version is pushed out in turn)."""
+        with self._lock:
+            self._entries.insert(0, (list(items), fresh))
+            del self._entries[self.size :]
+
+
+def history_facts(messages: Sequence[object], memo: FactsMemo | None = None) -> HistoryFacts | None:
+    """The facts of ``messages`` (read through ``memo`` when given: only what a history it
+    remembers does not cover); ``None`` when a message is not a ``BaseMessage``.
 
     Example:
         >>> from langchain_core.messages import AIMessage, HumanMessage
         >>> history_facts([HumanMessage("task"), AIMessage("ok")]).newest_ai
         1
     """
+    if memo is not None:
+        return memo.facts(messages)
     if not messages:
         return HistoryFacts()
-    if len(messages) < MIN_MEMO_LENGTH:
-        return _extend(_EMPTY, messages)
-    items = messages if isinstance(messages, list) else list(messages)
-    found, remembered = _remembered(items)
-    if found:
-        return remembered
-    fresh = _extend(_EMPTY, items)  # outside the lock: a first read of a long history
-    if fresh is not None:
-        _remember(items, fresh)
-    return fresh
+    return _extend(_EMPTY, messages)
 
 
-def _remembered(items: list[object]) -> tuple[bool, HistoryFacts | None]:
-    """``(True, facts)`` when a remembered history is a prefix of ``items`` (its facts
-    extended to the rest; ``None``: a message is not a ``BaseMessage``), else ``(False,
-    None)``."""
-    key = id(items[0])
-    with _lock:  # one history at a time: a remembered list is extended in place
-        entries = _memo.get(key, [])
-        for k, (seen, facts) in enumerate(entries):
-            n = len(seen)
-            # Cheap rejections first (another thread, a reloaded or forked one).
-            if n > len(items) or seen[0] is not items[0] or seen[-1] is not items[n - 1]:
-                continue
-            seen.extend(items[n:])
-            try:
-                # Identity first, then equality: a memory-speed pass over the pointers.
-                same = seen == items
-                longer = facts if not same or n == len(items) else _extend(facts, items)
-            except BaseException:
-                del seen[n:]  # the remembered list describes ``facts`` again
-                raise
-            if same and longer is not None:
-                _memo.move_to_end(key)
-                entries.pop(k)
-                entries.insert(0, (seen, longer))
-                return True, longer
-            del seen[n:]
-            if longer is None:
-                return True, None  # a message is not a BaseMessage: the caller names it
-    return False, None
-
-
-def _remember(items: list[object], fresh: HistoryFacts) -> None:
-    """Remember ``fresh``, the facts of ``items``: newest first; an edited history's
-    earlier version is pushed out in turn (a stale entry costs a later lookup one pass
-    over pointers at most)."""
-    key = id(items[0])
-    with _lock:
-        entries = _memo.setdefault(key, [])
-        entries.insert(0, (list(items), fresh))
-        del entries[MEMO_PER_FIRST:]
-        _memo.move_to_end(key)
-        while sum(len(e) for e in _memo.values()) > MEMO_SIZE:
-            oldest = next(iter(_memo.values()))
-            oldest.pop()
-            if not oldest:
-                _memo.popitem(last=False)
-
-
-def clear_memo() -> None:
-    """Forget every remembered history (tests; memory)."""
-    with _lock:
-        _memo.clear()
-
-
-def boundary_meta(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+def boundary_meta(messages: Sequence[BaseMessage], memo: FactsMemo | None = None) -> dict[str, Any]:
     """The metadata on the newest boundary of ``messages`` (``{}`` when there is none), read
-    from the remembered facts when the history has them."""
-    facts = history_facts(messages)
+    through ``memo`` when given."""
+    facts = history_facts(messages, memo)
     if facts is not None:
         return facts.boundary_meta
     b, _kept = newest_boundary(messages)

@@ -28,7 +28,7 @@ from langchain_compact._compaction_plan import (
 )
 from langchain_compact._ops import Op, Outcome, adrive, drive
 from langchain_compact._prepare import Prepared, use_prepared
-from langchain_compact._scan import HistoryFacts, history_facts
+from langchain_compact._scan import FactsMemo, HistoryFacts, history_facts
 from langchain_compact.config import CompactionConfig
 from langchain_compact.errors import ConfigError
 from langchain_compact.history import last_boundary_index, newest_request_index
@@ -91,9 +91,12 @@ class Decision:
 # --------------------------------------------------------------------------- decisions
 
 
-def compaction_info(messages: Sequence[BaseMessage]) -> CompactionInfo:
-    """Read the compaction count, turns since the last one and the refill streak."""
-    facts = history_facts(messages)
+def compaction_info(
+    messages: Sequence[BaseMessage], *, memo: FactsMemo | None = None
+) -> CompactionInfo:
+    """Read the compaction count, turns since the last one and the refill streak (through
+    ``memo``, the caller's :class:`~langchain_compact._scan.FactsMemo`, when given)."""
+    facts = history_facts(messages, memo)
     if facts is not None:  # remembered for the history as it was a few messages ago
         return _info_of(facts)
     b, kept = newest_boundary(messages)
@@ -131,10 +134,12 @@ def _trigger(config: CompactionConfig) -> int:
     return trigger
 
 
-def removed_since_boundary(messages: Sequence[BaseMessage]) -> int:
+def removed_since_boundary(
+    messages: Sequence[BaseMessage], *, memo: FactsMemo | None = None
+) -> int:
     """Tokens of tool results cleared or cut since the newest compaction in ``messages``
     (their originals are in the archive; a compaction folds them into its summary)."""
-    facts = history_facts(messages)
+    facts = history_facts(messages, memo)
     if facts is not None:
         return facts.removed_since
     b, _kept = newest_boundary(messages)
@@ -145,14 +150,16 @@ def removed_since_boundary(messages: Sequence[BaseMessage]) -> int:
     return total
 
 
-def effective_trigger(messages: Sequence[BaseMessage], config: CompactionConfig) -> int:
+def effective_trigger(
+    messages: Sequence[BaseMessage], config: CompactionConfig, *, memo: FactsMemo | None = None
+) -> int:
     """The trigger, raised after a compaction that could not get under it.
 
     Such a compaction leaves the kept messages over the trigger; compacting again on the
     next turn would summarise one turn at a time. The next compaction waits until the
     context has grown halfway from where that compaction left it to the fit limit.
     """
-    facts = history_facts(messages)
+    facts = history_facts(messages, memo)
     b = newest_boundary(messages)[0] if facts is None else facts.boundary
     if b < 0:
         return _trigger(config)
@@ -176,6 +183,7 @@ def decide(
     counter: TokenCounter = approximate_tokens,
     tools: Sequence[Any] | None = None,
     tokens: int | None = None,
+    memo: FactsMemo | None = None,
 ) -> Decision:
     """Decide whether the next model call may go ahead, needs a compaction first, or must stop.
 
@@ -195,7 +203,7 @@ def decide(
         >>> decide([HumanMessage("hi")], config=CompactionConfig(context_window=1000)).action
         'continue'
     """
-    facts = history_facts(messages)  # one read of the metadata (remembered per history)
+    facts = history_facts(messages, memo)  # one read of the metadata (``memo``: the caller's)
     numbers = _numbers(messages, facts, config, counter, tools, tokens)
     planned: Plan | None = None  # planned once, when the decision asks
     verdict = when.decision(numbers)

@@ -39,7 +39,9 @@ import logging
 import math
 import operator
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -71,7 +73,7 @@ from langchain_compact._prepare import (
     usable_prefix,
 )
 from langchain_compact._refed import without_refed
-from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
+from langchain_compact._scan import FactsMemo, HistoryFacts, boundary_meta, history_facts
 from langchain_compact.budget import MIN_SUMMARY_TOKENS, Budget
 from langchain_compact.compaction import (
     CompactionResult,
@@ -151,6 +153,9 @@ __all__ = [
 logger = logging.getLogger("langchain_compact")
 
 DEFAULT_THREAD_ID = "default"
+#: Threads whose facts memo a compactor keeps (:meth:`Compactor.memo`); the least recently
+#: used beyond them is forgotten.
+MEMO_THREADS = 256
 """Archive thread of a run whose config has no ``configurable.thread_id``."""
 
 
@@ -169,6 +174,10 @@ class TurnContext:
     every step explicitly: the events its steps report (one list, shared by the stages a
     turn runs), the window in force and the focus of a compaction asked for on demand."""
 
+    memo: FactsMemo = field(default_factory=FactsMemo)
+    """The facts of the histories the steps read (:class:`~langchain_compact._scan.FactsMemo`):
+    the thread's, kept by the compactor across turns (:meth:`Compactor.context`), or a new one
+    for a call without a thread. Every reader of a history in the steps reads through it."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """What the steps reported so far, in order (a stage's :attr:`Turn.events` are those
     reported since it started, :meth:`since`)."""
@@ -472,6 +481,9 @@ class Compactor:
         self._config = config
         # learned windows -> the config narrowed to them (a provider refused for length)
         self._narrowed: dict[int, CompactionConfig] = {}
+        # thread id -> the facts of the histories its turns read (newest thread last)
+        self._memos: OrderedDict[str, FactsMemo] = OrderedDict()
+        self._memos_lock = threading.Lock()
         self.summarizer: Summarizer = summarizer or ExtractiveSummarizer()
         self.archive: TranscriptArchive | None
         if isinstance(archive, str):  # "default": the run's store, else JSONL files
@@ -516,28 +528,59 @@ class Compactor:
             self._narrowed[window] = narrowed
         return narrowed
 
-    @staticmethod
-    def learned_window(messages: Sequence[BaseMessage]) -> int | None:
+    def memo(self, thread_id: str | None) -> FactsMemo:
+        """The facts memo of thread ``thread_id`` (:class:`~langchain_compact._scan.FactsMemo`),
+        made on its first turn; the least recently used of more than :data:`MEMO_THREADS`
+        threads is forgotten (its next turn reads its history once). ``None``: a new memo,
+        remembered nowhere."""
+        if thread_id is None:
+            return FactsMemo()
+        with self._memos_lock:
+            memo = self._memos.get(thread_id)
+            if memo is None:
+                memo = self._memos[thread_id] = FactsMemo()
+                while len(self._memos) > MEMO_THREADS:
+                    self._memos.popitem(last=False)
+            else:
+                self._memos.move_to_end(thread_id)
+            return memo
+
+    def context(self, thread_id: str | None = None) -> TurnContext:
+        """A new context for a call on thread ``thread_id``, reading through the thread's
+        :meth:`memo` (an entry point given no context makes its own with this)."""
+        return TurnContext(memo=self.memo(thread_id))
+
+    def learned_window(
+        self, messages: Sequence[BaseMessage], memo: FactsMemo | None = None
+    ) -> int | None:
         """The window a provider's refusal taught this history (the smallest
         ``provider_window`` its messages record: on its boundary, carried from compaction to
         compaction, or on a message the recovery reduced without compacting), in the units
         of the compactor's count; ``None`` when no refusal was learned."""
-        facts = history_facts(messages)
+        facts = history_facts(messages, memo)
         if facts is not None:
             return facts.provider_window
         return Boundary.of(boundary_meta(messages)).provider_window  # a stray non-message
 
-    def _learning(self, ctx: TurnContext | None, messages: Sequence[BaseMessage]) -> TurnContext:
-        """``ctx`` (a new context when ``None``) narrowed to the window ``messages`` learned,
-        if any (:meth:`TurnContext.narrowed`)."""
-        return (TurnContext() if ctx is None else ctx).narrowed(self.learned_window(messages))
+    def _learning(
+        self, ctx: TurnContext | None, messages: Sequence[BaseMessage], thread_id: str | None = None
+    ) -> TurnContext:
+        """``ctx`` (when ``None``, a new one for ``thread_id``, :meth:`context`) narrowed to
+        the window ``messages`` learned, if any (:meth:`TurnContext.narrowed`)."""
+        ctx = self.context(thread_id) if ctx is None else ctx
+        return ctx.narrowed(self.learned_window(messages, ctx.memo))
 
     # ------------------------------------------------------------------ counting, deciding
 
-    def count(self, messages: Sequence[BaseMessage]) -> int:
-        """The usage-anchored context size of ``messages`` (provider tokens where known)."""
+    def count(self, messages: Sequence[BaseMessage], memo: FactsMemo | None = None) -> int:
+        """The usage-anchored context size of ``messages`` (provider tokens where known),
+        read through ``memo`` when given."""
         return context_tokens(
-            messages, counter=self.counter, tools=self.tools, verify_anchor=self.verify_anchor
+            messages,
+            counter=self.counter,
+            tools=self.tools,
+            verify_anchor=self.verify_anchor,
+            memo=memo,
         )
 
     def confirmed(self, messages: Sequence[BaseMessage], tokens: int) -> int:
@@ -580,13 +623,20 @@ class Compactor:
     ) -> Decision:
         """Continue, compact first, or stop (:func:`~langchain_compact.compaction.decide`),
         on the count the micro step left for this list when there is one."""
+        ctx = self._learning(ctx, messages)
+        memo = ctx.memo
         if tokens is None:
             tokens = self._counted(messages)
         if tokens is None and self.verify_anchor:
-            tokens = self.count(messages)
-        config = self.settings(self._learning(ctx, messages))
+            tokens = self.count(messages, memo)
+        config = self.settings(ctx)
         decision = decide(
-            messages, config=config, counter=self.counter, tools=self.tools, tokens=tokens
+            messages,
+            config=config,
+            counter=self.counter,
+            tools=self.tools,
+            tokens=tokens,
+            memo=memo,
         )
         fit = config.fit_tokens
         near = decision.action == "continue" and self._near(decision.tokens, config.budget)
@@ -602,7 +652,12 @@ class Compactor:
             exact = self.exact_floor(messages)
         if exact is not None and when.decide_again(kind, decision.tokens, exact, fit):
             decision = decide(
-                messages, config=config, counter=self.counter, tools=self.tools, tokens=exact
+                messages,
+                config=config,
+                counter=self.counter,
+                tools=self.tools,
+                tokens=exact,
+                memo=memo,
             )
         return decision
 
@@ -642,10 +697,11 @@ class Compactor:
         trigger but fitting is reported (event ``over_trigger``), not a stop, and no new
         compaction runs until the context grows (``compaction.effective_trigger``)."""
         cfg = self.settings(ctx)
-        tokens = self.count(messages)
+        memo = None if ctx is None else ctx.memo
+        tokens = self.count(messages, memo)
         fit = cfg.fit_tokens or 0
         if tokens > fit:  # confirmed, then settled by the compaction's own count
-            after = Boundary.of(boundary_meta(messages)).tokens_after
+            after = Boundary.of(boundary_meta(messages, memo)).tokens_after
             tokens = when.settled(self.confirmed(messages, tokens), fit, after)
         trigger = cfg.trigger_tokens or 0
         verdict = when.after_compaction(tokens, fit, trigger)
@@ -692,7 +748,7 @@ class Compactor:
         """The micro-compaction step as a sans-IO generator: plan (clear old read results,
         digest oversized ones, under pressure only), redact, archive the originals, tag."""
         before = messages if isinstance(messages, list) else list(messages)
-        ctx = ctx or TurnContext()
+        ctx = self.context(thread_id) if ctx is None else ctx
         try:
             reduced = micro_compact_with_count(before, **self._micro_args(ctx))
             return (yield from self._micro_applied(before, reduced, thread_id, ctx))
@@ -713,6 +769,7 @@ class Compactor:
             "tools": self.tools,
             "verify_anchor": self.verify_anchor,
             "compactable": lambda m: self._can_compact(m, ctx),
+            "memo": ctx.memo,
         }
 
     def _micro_applied(
@@ -759,7 +816,8 @@ class Compactor:
         cap, fit = cfg.max_compactions, cfg.fit_tokens
         if plan is None or fit is None:
             return False
-        if cap is not None and when.at_cap(compaction_info(messages).count, cap):
+        memo = None if ctx is None else ctx.memo
+        if cap is not None and when.at_cap(compaction_info(messages, memo=memo).count, cap):
             return False
         fixed = [m for m in plan.head if kind_of(m) != KIND_SUMMARY]
         unread = messages[unread_start(messages) :]
@@ -782,24 +840,25 @@ class Compactor:
         both modes: that is langchain's ``create_agent`` state before its model node answers
         it (after ``before_model``), not a broken history."""
         before = messages if isinstance(messages, list) else list(messages)
+        memo = self.context(thread_id).memo if ctx is None else ctx.memo
         try:
-            check_pairing(before)
+            check_pairing(before, memo=memo)
             return before, None
         except InvalidHistoryError as exc:
             problem = exc
         # Only what follows the prefix an earlier turn found valid is repaired (O(new
         # messages)), the call ids used there counting as taken.
-        start, used = valid_prefix(before)
+        start, used = valid_prefix(before, memo=memo)
         if self.config.on_invalid_history == "raise":
             # raises on the first defect that is not a malformed call awaiting its result
-            check_pairing(before, known=(start, used), allow_malformed=True)
+            check_pairing(before, known=(start, used), allow_malformed=True, memo=memo)
         tail = repair_report(before[start:], seen=used)
         fixed = HistoryRepair(
             messages=[*before[:start], *tail.messages],
             changes=[replace(c, index=c.index + start) for c in tail.changes],
             removed=tail.removed,
         )
-        check_pairing(fixed.messages, known=(start, used))  # remembered for the next turn
+        check_pairing(fixed.messages, known=(start, used), memo=memo)  # for the next turn
         if not fixed.messages:
             raise InvalidHistoryError(
                 f"{problem} Nothing is left after repairing it: pass a history with at least "
@@ -925,8 +984,9 @@ class Compactor:
         newest = start - 1 if start else len(messages)
         turn = list(messages[newest:])
         ahead = tokens + self.counter(turn)
-        trigger = effective_trigger(messages, cfg)
-        removed = removed_since_boundary(messages)
+        memo = None if ctx is None else ctx.memo
+        trigger = effective_trigger(messages, cfg, memo=memo)
+        removed = removed_since_boundary(messages, memo=memo)
         if when.quiet_next_turn(ahead, trigger, cfg.micro_trigger_tokens, cfg.fold_tokens, removed):
             return False  # nothing is cleared or compacted on the next turn
         nxt = [*messages, *repeat_turn(turn)]
@@ -938,6 +998,7 @@ class Compactor:
             tools=self.tools,
             tokens=ahead,
             compactable=lambda m: self._can_compact(m, ctx),
+            memo=memo,
         )
         after = decide(
             cleared.messages,
@@ -945,6 +1006,7 @@ class Compactor:
             counter=self.counter,
             tools=self.tools,
             tokens=cleared.tokens,
+            memo=memo,
         )
         return after.action == "compact"
 
@@ -1030,7 +1092,7 @@ class Compactor:
     ) -> Generator[Op, Outcome, Prepared | None]:
         yield from self.ready()
         started = time.perf_counter()
-        ctx = self._learning(ctx, messages)
+        ctx = self._learning(ctx, messages, thread_id)
         record = yield from self.prepare_steps(messages, thread_id, before, ctx=ctx)
         return self._prepared(record, started, ctx)
 
@@ -1080,7 +1142,7 @@ class Compactor:
         ctx: TurnContext | None = None,
     ) -> Generator[Op, Outcome, CompactionResult]:
         """:meth:`compact` as its sans-IO steps."""
-        ctx = self._learning(ctx, messages)
+        ctx = self._learning(ctx, messages, thread_id)
         yield from self.ready()
         started = time.perf_counter()
         kwargs = self._kwargs(thread_id, prepared, ctx)
@@ -1246,9 +1308,9 @@ class Compactor:
         repaired, :meth:`repair_steps`), then the reduction ladder
         (:func:`~langchain_compact.microcompact.micro_compact_with_count`) applied."""
         yield from self.ready()
-        ctx = TurnContext() if ctx is None else ctx
+        ctx = self.context(thread_id) if ctx is None else ctx
         start = len(ctx.events)
-        facts = history_facts(messages)  # read once for the window and the re-fed check
+        facts = history_facts(messages, ctx.memo)  # once for the window and the re-fed check
         ctx = self._learned(ctx, messages, facts)
         kept, refed = self._without_refed(messages, facts, ctx)
         valid, repair = yield from self.repair_steps(kept, thread_id, ctx)
@@ -1322,7 +1384,7 @@ class Compactor:
         triggered one: ``max_compactions``, and the cooldown (at least one model turn since
         the last compaction, ``cooldown_turns`` when larger), so an agent calling the
         compaction tool again and again cannot loop."""
-        info = compaction_info(messages)
+        info = compaction_info(messages, memo=None if ctx is None else ctx.memo)
         cfg = self.settings(ctx)
         return when.on_demand_refusal(
             info.count, info.turns_since, cfg.max_compactions, cfg.cooldown_turns
@@ -1373,7 +1435,7 @@ class Compactor:
     ) -> Generator[Op, Outcome, Turn]:
         """:meth:`compact_now` as its sans-IO steps."""
         yield from self.ready()
-        ctx, start, refused = self._on_demand_start(messages, focus, ctx)
+        ctx, start, refused = self._on_demand_start(messages, focus, ctx or self.context(thread_id))
         if refused is not None:
             return refused
         done = yield from self.compaction_steps(
@@ -1477,7 +1539,7 @@ class Compactor:
         """:meth:`overflow` as its sans-IO steps: the turn's own (:meth:`turn_steps`) under
         the learned window."""
         yield from self.ready()
-        ctx = TurnContext() if ctx is None else ctx
+        ctx = self.context(thread_id) if ctx is None else ctx
         learned = window or self.overflow_window(messages, ctx)
         start = len(ctx.events)
         ctx = ctx.narrowed(learned)
@@ -1530,7 +1592,7 @@ class Compactor:
         if turn.outcome == "stopped" or same:
             return self._stopping(before, self.spent(learned, turn.reason), write_stop, ctx)
         window = ctx.window or learned
-        if self.learned_window(out) != window:  # no boundary carries it: the reduced do
+        if self.learned_window(out, ctx.memo) != window:  # no boundary carries it: the reduced do
             known = {id(m) for m in before}
             out = [
                 m if id(m) in known else with_meta(m, **{PROVIDER_WINDOW_KEY: window}) for m in out
@@ -1613,10 +1675,13 @@ class Compactor:
         messages: Sequence[BaseMessage],
         prepared: Any = None,
         ctx: TurnContext | None = None,
+        thread_id: str | None = None,
     ) -> tuple[Decision, bool]:
         """The decision before the model call (:meth:`decide`) and whether to prepare a
-        summary beside it (:meth:`prepare_due`; never while a :class:`Pending` job runs)."""
-        ctx = self._learning(ctx, messages)
+        summary beside it (:meth:`prepare_due`; never while a :class:`Pending` job runs).
+        ``thread_id``: the run's thread, whose facts memo a context made here reads through
+        (a graph's edge)."""
+        ctx = self._learning(ctx, messages, thread_id)
         decision = self.decide(messages, ctx=ctx)
         if isinstance(prepared, Pending):
             if prepared.running:
@@ -1662,7 +1727,7 @@ class Compactor:
         ctx: TurnContext | None = None,
     ) -> Generator[Op, Outcome, Turn]:
         """:meth:`compaction` as its sans-IO steps."""
-        ctx = TurnContext() if ctx is None else ctx
+        ctx = self.context(thread_id) if ctx is None else ctx
         start = len(ctx.events)
         ctx = self._learning(ctx, messages)
         try:
@@ -1708,17 +1773,21 @@ class Compactor:
         )
 
     def after_step(
-        self, messages: Sequence[BaseMessage], transition: Any, ctx: TurnContext | None = None
+        self,
+        messages: Sequence[BaseMessage],
+        transition: Any,
+        ctx: TurnContext | None = None,
+        thread_id: str | None = None,
     ) -> Literal["continue", "stop"]:
         """The check after the compaction stage (``transition``: what it did): go on
         whenever the next call fits (:meth:`after_compaction`); a compaction that took
         nothing goes on when the call fits as it is; a failed one stops."""
         if transition not in ("compacted", "nothing_to_compact"):
             return "stop"
-        ctx = self._learning(ctx, messages)
+        ctx = self._learning(ctx, messages, thread_id)
         if transition == "nothing_to_compact":  # nothing to gain, but the call may fit
             fit = self.settings(ctx).fit_tokens or 0
-            tokens = self.count(messages)
+            tokens = self.count(messages, ctx.memo)
             if tokens > fit:
                 tokens = self.confirmed(messages, tokens)
             return "continue" if tokens <= fit else "stop"

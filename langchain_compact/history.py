@@ -14,7 +14,7 @@ from typing import Any, Literal, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from langchain_compact._scan import history_facts
+from langchain_compact._scan import FactsMemo, history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import (
     KIND_PINNED_TASK,
@@ -128,11 +128,14 @@ def validate_history(messages: Sequence[BaseMessage], *, allow_pending: bool = F
 _PAIRING_NOTE = "pairing"
 
 
-def valid_prefix(messages: Sequence[BaseMessage]) -> tuple[int, frozenset[str]]:
-    """How much of ``messages`` an earlier :func:`check_pairing` found valid: ``(start,
-    ids)``, everything before ``messages[start]`` valid with every call answered, and the
-    call ids used there (``(0, frozenset())`` when nothing is known)."""
-    facts = history_facts(messages)
+def valid_prefix(
+    messages: Sequence[BaseMessage], *, memo: FactsMemo | None = None
+) -> tuple[int, frozenset[str]]:
+    """How much of ``messages`` an earlier :func:`check_pairing` through the same ``memo``
+    found valid: ``(start, ids)``, everything before ``messages[start]`` valid with every
+    call answered, and the call ids used there (``(0, frozenset())`` when nothing is known,
+    always without a memo)."""
+    facts = history_facts(messages, memo)
     if facts is None or facts.length != len(messages):
         return 0, frozenset()
     note = facts.note(_PAIRING_NOTE)
@@ -148,10 +151,12 @@ def check_pairing(
     allow_pending: bool = False,
     known: tuple[int, frozenset[str]] | None = None,
     allow_malformed: bool = False,
+    memo: FactsMemo | None = None,
 ) -> None:
     """:func:`validate_history`, reading only what an earlier check of the same history
-    (grown since: the same first messages) did not cover. It runs before every model call,
-    so a turn costs O(new messages), not O(history). ``known``: what the caller knows of a
+    (grown since: the same first messages) through the same ``memo`` (the caller's
+    :class:`~langchain_compact._scan.FactsMemo`) did not cover. It runs before every model
+    call, so a turn costs O(new messages), not O(history). ``known``: what the caller knows of a
     new list, as :func:`valid_prefix` says it (a repaired history whose start is unchanged).
     ``allow_malformed``: accept malformed calls (``invalid_tool_calls``) that have no
     result yet, langchain's ``create_agent`` state before its model node answers them
@@ -160,7 +165,7 @@ def check_pairing(
     Raises:
         InvalidHistoryError: as :func:`validate_history`.
     """
-    facts = history_facts(messages)
+    facts = history_facts(messages, memo)
     usable = facts is not None and facts.length == len(messages)
     note = facts.note(_PAIRING_NOTE) if usable and facts is not None else None
     if note is None:
@@ -577,18 +582,18 @@ def is_summary(message: BaseMessage) -> bool:
     return kind_of(message) == KIND_SUMMARY
 
 
-def last_boundary_index(messages: Sequence[BaseMessage]) -> int:
+def last_boundary_index(messages: Sequence[BaseMessage], *, memo: FactsMemo | None = None) -> int:
     """Index of the newest compaction summary, or ``-1`` if the history was never compacted."""
-    facts = history_facts(messages)
+    facts = history_facts(messages, memo)
     return newest_boundary(messages)[0] if facts is None else facts.boundary
 
 
-def original_task_index(messages: Sequence[BaseMessage]) -> int:
+def original_task_index(messages: Sequence[BaseMessage], *, memo: FactsMemo | None = None) -> int:
     """Index of the user's original task: the pinned copy, else the first human message.
 
     Returns ``-1`` when there is no human message.
     """
-    facts = history_facts(messages)
+    facts = history_facts(messages, memo)
     if facts is not None:  # remembered for a history that grew by a few messages
         return facts.task_index
     first = -1

@@ -45,7 +45,6 @@ from langchain_compact.core import (
     Compactor,
     Pending,
     Turn,
-    TurnContext,
     emit,
     thread_id_of,
 )
@@ -443,7 +442,7 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, self._stored(thread_id))
         pending = self._pending(before, thread_id, wait=True)
-        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        ctx = self.core.context(thread_id).narrowed(self.learned_window(thread_id))
         turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
@@ -462,7 +461,7 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
         pending = self._pending(before, thread_id, wait=False)
-        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        ctx = self.core.context(thread_id).narrowed(self.learned_window(thread_id))
         turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
@@ -482,7 +481,7 @@ class MessageCompactor:
         next call with the grown raw history replays it."""
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, self._stored(thread_id))
-        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        ctx = self.core.context(thread_id).narrowed(self.learned_window(thread_id))
         turn = self.core.compact_now(before, thread_id, focus=focus, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
@@ -497,7 +496,7 @@ class MessageCompactor:
         await self.core.aready()
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
-        ctx = TurnContext().narrowed(self.learned_window(thread_id))
+        ctx = self.core.context(thread_id).narrowed(self.learned_window(thread_id))
         turn = await self.core.acompact_now(
             before, thread_id, focus=focus, write_stop=False, ctx=ctx
         )
@@ -525,7 +524,7 @@ class MessageCompactor:
         (:meth:`Compactor.overflow_window`). Returns the window learned."""
         thread_id = self._thread(config)
         known = self.learned_window(thread_id)
-        window = self.core.overflow_window(list(sent), TurnContext().narrowed(known))
+        window = self.core.overflow_window(list(sent), self.core.context(thread_id).narrowed(known))
         with self._lock:
             self._windows[thread_id] = min(window, self._windows.get(thread_id, window))
             window = self._windows[thread_id]

@@ -40,7 +40,7 @@ from langchain_compact._placeholders import (
 )
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._render import block_reference, tool_result_text
-from langchain_compact._scan import history_facts
+from langchain_compact._scan import FactsMemo, history_facts
 from langchain_compact.budget import OBSERVATION_CHARS, chars_for_tokens
 from langchain_compact.config import (
     DEFAULT_LARGE_TOOL_RESULT_CHARS,
@@ -713,6 +713,7 @@ def micro_compact_with_count(
     verify_anchor: AnchorCheck = False,
     tokens: int | None = None,
     compactable: Callable[[Sequence[BaseMessage]], bool] | None = None,
+    memo: FactsMemo | None = None,
 ) -> MicroResult:
     """Micro-compaction with ``config``'s settings; costs nothing until there is pressure.
 
@@ -743,7 +744,8 @@ def micro_compact_with_count(
     One count per turn: ``tokens`` is the context size of ``messages`` if the caller has it
     (the same ``counter``, ``tools`` and ``verify_anchor``); the result's ``tokens`` is the
     size after the changes, for ``decide(..., tokens=...)``. Below the gate the work is
-    proportional to the messages since the previous call on the same history (see
+    proportional to the messages since the previous call on the same history through the
+    same ``memo`` (the caller's :class:`~langchain_compact._scan.FactsMemo`, see
     :mod:`langchain_compact._scan`), not to the history's length.
 
     Example:
@@ -756,7 +758,7 @@ def micro_compact_with_count(
         >>> result.changed, result.tokens > 2_000
         ((), True)
     """
-    run = _Pass(messages, config, archived, counter, tools, verify_anchor, compactable)
+    run = _Pass(messages, config, archived, counter, tools, verify_anchor, compactable, memo)
     _digest_large(run)
     run.start(tokens)
     if run.below_gate():
@@ -790,15 +792,16 @@ class _Pass:
         tools: Sequence[Any] | None,
         verify_anchor: AnchorCheck,
         compactable: Callable[[Sequence[BaseMessage]], bool] | None,
+        memo: FactsMemo | None = None,
     ) -> None:
-        facts = history_facts(messages)
+        facts = history_facts(messages, memo)
         if facts is None:  # a message is not a BaseMessage: name it
             for i, m in enumerate(messages):
                 check_message(m, i)
         assert facts is not None
         self.messages, self.facts, self.config = messages, facts, config
         self.archived, self.counter, self.tools = archived, counter, tools
-        self.verify_anchor, self.compactable = verify_anchor, compactable
+        self.verify_anchor, self.compactable, self.memo = verify_anchor, compactable, memo
         self.out = _as_list(messages)  # copied before the first change (copy on write)
         self.anchor = facts.newest_usage_id
         self.limit = facts.newest_ai + 1  # results before it are read
@@ -841,7 +844,11 @@ class _Pass:
 
     def count(self) -> int:
         return context_tokens(
-            self.out, counter=self.counter, tools=self.tools, verify_anchor=self.verify_anchor
+            self.out,
+            counter=self.counter,
+            tools=self.tools,
+            verify_anchor=self.verify_anchor,
+            memo=self.memo,
         )
 
     def precise(self) -> int | None:

@@ -44,7 +44,7 @@ from langchain_compact._images import (
 from langchain_compact._placeholders import FACTS_MARK, MERGED_SUMMARY_HEADER
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._refed import is_stale_report
-from langchain_compact._scan import HistoryFacts, boundary_meta, history_facts
+from langchain_compact._scan import FactsMemo, HistoryFacts, boundary_meta, history_facts
 from langchain_compact.errors import InvalidHistoryError
 from langchain_compact.markers import Boundary, Saving, get_meta, newest_boundary
 
@@ -903,6 +903,7 @@ def context_tokens(
     verify_anchor: AnchorCheck = False,
     calibrated: tuple[float, int] | None = None,
     facts: HistoryFacts | None = None,
+    memo: FactsMemo | None = None,
 ) -> int:
     """Context size of ``messages`` as the model will see it, anchored on real usage.
 
@@ -916,7 +917,8 @@ def context_tokens(
     right after a compaction follows the provider's tokenizer.
 
     ``facts``: the :func:`~langchain_compact._scan.history_facts` of ``messages`` when the
-    caller has read them already (used when they describe as many messages; read otherwise).
+    caller has read them already (used when they describe as many messages; read otherwise,
+    through ``memo``, the caller's :class:`~langchain_compact._scan.FactsMemo`, when given).
 
     With ``verify_anchor`` a usage report is used only if it can describe this very list
     (an LCEL chain's replies describe the compacted copy the chain sent, not the raw history
@@ -930,7 +932,7 @@ def context_tokens(
         910
     """
     if facts is None or facts.length != len(messages):
-        facts = history_facts(messages)
+        facts = history_facts(messages, memo)
     if facts is None:  # a message is not a BaseMessage: the slow path names it
         boundary, stale_ids = newest_boundary(messages)
         scale, overhead = _boundary_calibration(messages, boundary)

@@ -142,24 +142,32 @@ class CompactionNodes:
         view = view_of(messages, state.get(VIEW_KEY), owner)
         return view if isinstance(view, list) else list(view)
 
-    def route(self, state: dict[str, Any]) -> Action | list[Literal["continue", "prepare"]]:
+    def route(
+        self, state: dict[str, Any], config: RunnableConfig | None = None
+    ) -> Action | list[Literal["continue", "prepare"]]:
         """Edge in front of the model: ``"continue"`` to the model, ``"compact"`` when over
         the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action); past the
         prepare point, ``["continue", "prepare"]``: the model and the prepare node run in
         the same superstep, so the summary is written while the model works."""
         shared = self._messages(state)
         messages = self._view(state, self._owner(None))
-        decision, prepare = self.core.route(messages, state.get("prepared_summary"))
+        thread = None if config is None else thread_id_of(config)
+        decision, prepare = self.core.route(
+            messages, state.get("prepared_summary"), thread_id=thread
+        )
         if decision.action == "continue":
             self._let_through(shared, messages)
         return ["continue", "prepare"] if prepare else decision.action
 
-    def after_summarize(self, state: dict[str, Any]) -> Literal["continue", "stop"]:
+    def after_summarize(
+        self, state: dict[str, Any], config: RunnableConfig | None = None
+    ) -> Literal["continue", "stop"]:
         """Edge after a compaction: go on whenever the next call fits (see
         :meth:`Compactor.after_step`); a failed compaction stops."""
         shared = self._messages(state)
         messages = self._view(state, self._owner(None))
-        step = self.core.after_step(messages, state.get("transition"))
+        thread = None if config is None else thread_id_of(config)
+        step = self.core.after_step(messages, state.get("transition"), thread_id=thread)
         if step == "continue":
             self._let_through(shared, messages)
         return step

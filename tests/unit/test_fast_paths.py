@@ -22,7 +22,7 @@ from langchain_compact._render import (
     salient_items,
     salient_rank,
 )
-from langchain_compact._scan import clear_memo, history_facts
+from langchain_compact._scan import FactsMemo, history_facts
 from langchain_compact.budget import OBSERVATION_CHARS
 from langchain_compact.markers import KIND_CLEARED, KIND_SUMMARY, kind_of, with_meta
 from langchain_compact.summarizers import (
@@ -313,20 +313,20 @@ def test_a_growing_history_without_usage_is_counted_once_per_message(
         return real(message)
 
     monkeypatch.setattr(tokens, "_approx_message", spy)
-    clear_memo()
+    memo = FactsMemo()  # the thread's, as a compactor keeps it
     full = _history(400)
     for n in range(100, 401, 30):
         history = full[:n]
-        assert tokens.context_tokens(history) == approximate_tokens(history)
-        assert tokens.context_tokens(list(history)) == approximate_tokens(history)
+        assert tokens.context_tokens(history, memo=memo) == approximate_tokens(history)
+        assert tokens.context_tokens(list(history), memo=memo) == approximate_tokens(history)
     assert len(counted) == 400  # each message once, though every prefix was counted twice
     # An edited copy is counted again, and right.
     edited = full[:370]
     edited[5] = HumanMessage("a much longer replacement message " * 20, id="h5")
-    assert tokens.context_tokens(edited) == approximate_tokens(edited)
+    assert tokens.context_tokens(edited, memo=memo) == approximate_tokens(edited)
     counter = tokens.TiktokenCounter(encoding="o200k_base")
-    assert tokens.context_tokens(edited, counter=counter) == counter(edited)
-    assert tokens.context_tokens(edited + full[370:], counter=counter) == counter(
+    assert tokens.context_tokens(edited, counter=counter, memo=memo) == counter(edited)
+    assert tokens.context_tokens(edited + full[370:], counter=counter, memo=memo) == counter(
         edited + full[370:]
     )
 
@@ -345,7 +345,7 @@ def test_the_check_of_a_usage_report_counts_each_message_it_describes_once(
         counted.append(message)
         return real(message, *args)
 
-    clear_memo()
+    memo = FactsMemo()  # the thread's, as a compactor keeps it
     full: list[BaseMessage] = []
     for m in _history(400):  # every reply reports the input it was called with
         if isinstance(m, AIMessage):
@@ -357,11 +357,11 @@ def test_the_check_of_a_usage_report_counts_each_message_it_describes_once(
     monkeypatch.setattr(tokens, "_cached_count", spy)
     for n in range(100, 401, 30):
         history = list(full[:n])
-        facts = history_facts(history)
+        facts = history_facts(history, memo)
         assert facts is not None and facts.anchor is not None
         i = facts.anchor[0]
         before = len(counted)
-        pair = tokens._reported_and_local(history, approximate_tokens, None)
+        pair = tokens._reported_and_local(history, approximate_tokens, None, facts=facts)
         assert len(counted) - before <= i - seen  # only what the last call had not summed
         assert pair is not None
         assert pair[1] == approximate_tokens(history[:i]) + facts.anchor[2]
@@ -369,9 +369,9 @@ def test_the_check_of_a_usage_report_counts_each_message_it_describes_once(
     # An edited prefix is counted again, and right.
     edited = list(full[:370])
     edited[5] = HumanMessage("a much longer replacement message " * 20, id="h5")
-    facts = history_facts(edited)
+    facts = history_facts(edited, memo)
     assert facts is not None and facts.anchor is not None
-    pair = tokens._reported_and_local(edited, approximate_tokens, None)
+    pair = tokens._reported_and_local(edited, approximate_tokens, None, facts=facts)
     assert pair is not None
     assert pair[1] == approximate_tokens(edited[: facts.anchor[0]]) + facts.anchor[2]
 

@@ -28,15 +28,10 @@ _MAPPINGS = frozenset(
 #: Methods that read or write a mapping by key (the key is their first argument).
 _KEYED = frozenset({"get", "setdefault", "pop", "__getitem__", "__setitem__", "__contains__"})
 
-#: Module-level identity-keyed caches still standing, with why: each one is a known gap of
-#: issue 32, listed here so it is seen (and this list is checked to be up to date).
-KNOWN: dict[tuple[str, str], str] = {
-    ("_scan.py", "_memo"): (
-        "history_facts' memo of the histories it read, keyed by id(first message); it "
-        "becomes a per-thread memo owned by the compactor once the facts are passed down to "
-        "every reader (tokens, compaction, microcompact, history), issue 32"
-    ),
-}
+#: Module-level identity-keyed caches still standing, with why (none: history_facts' memo is
+#: a ``_scan.FactsMemo`` the compactor keeps per thread; this list is checked to be up to
+#: date, so a new one is seen).
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:

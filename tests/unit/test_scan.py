@@ -22,7 +22,7 @@ from langchain_core.messages import (
 )
 
 from langchain_compact import markers
-from langchain_compact._scan import clear_memo
+from langchain_compact._scan import FactsMemo
 from langchain_compact.compaction import (
     compaction_info,
     decide,
@@ -43,14 +43,6 @@ from langchain_compact.markers import (
 )
 from langchain_compact.microcompact import micro_compact, micro_compact_with_count
 from langchain_compact.tokens import approximate_tokens, context_tokens
-
-
-@pytest.fixture(autouse=True)
-def _fresh_memo() -> Any:
-    clear_memo()
-    yield
-    clear_memo()
-
 
 # --------------------------------------------------------------------------- references
 
@@ -204,14 +196,15 @@ def random_history(rng: random.Random, n: int, start: int = 0) -> list[BaseMessa
 CONFIG = CompactionConfig(context_window=12_000)
 
 
-def check_all(messages: list[BaseMessage]) -> None:
-    """Every fast path equals its full-scan reference on ``messages``."""
-    assert last_boundary_index(messages) == ref_boundary(messages)[0]
-    assert original_task_index(messages) == ref_task(messages)
-    assert removed_since_boundary(messages) == ref_removed(messages)
-    info = compaction_info(messages)
+def check_all(messages: list[BaseMessage], memo: FactsMemo | None = None) -> None:
+    """Every fast path equals its full-scan reference on ``messages`` (read through
+    ``memo``, a thread's memo of earlier histories, when given)."""
+    assert last_boundary_index(messages, memo=memo) == ref_boundary(messages)[0]
+    assert original_task_index(messages, memo=memo) == ref_task(messages)
+    assert removed_since_boundary(messages, memo=memo) == ref_removed(messages)
+    info = compaction_info(messages, memo=memo)
     assert (info.count, info.turns_since, info.refill_streak) == ref_info(messages)
-    assert context_tokens(messages) == ref_context_tokens(messages)
+    assert context_tokens(messages, memo=memo) == ref_context_tokens(messages)
     b, _ = ref_boundary(messages)
     after = get_meta(messages[b]).get("tokens_after") if b >= 0 else None
     trigger = CONFIG.trigger_tokens
@@ -219,7 +212,7 @@ def check_all(messages: list[BaseMessage]) -> None:
     expected = trigger
     if isinstance(after, int) and after >= trigger:
         expected = max(trigger, min(CONFIG.fit_tokens, (after + CONFIG.fit_tokens) // 2))
-    assert effective_trigger(messages, CONFIG) == expected
+    assert effective_trigger(messages, CONFIG, memo=memo) == expected
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -232,25 +225,28 @@ def test_fast_paths_equal_the_full_scan_on_random_histories(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_a_history_that_grows_turn_by_turn_keeps_the_full_scans_answers(seed: int) -> None:
     rng = random.Random(100 + seed)
+    memo = FactsMemo()
     history = random_history(rng, 120)
     k = len(history)
     for _turn in range(25):
-        check_all(history)
+        check_all(history, memo)
         new = random_history(rng, rng.randint(1, 6), start=k)
         k += len(new)
         history = [*history, *new]  # a new list, the same objects: as a graph state grows
-    check_all(history)
+    check_all(history, memo)
+    assert len(memo) >= 1
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_forks_and_same_id_edits_are_not_served_from_the_memo(seed: int) -> None:
     rng = random.Random(200 + seed)
+    memo = FactsMemo()
     base = random_history(rng, 150)
-    check_all(base)
+    check_all(base, memo)
     # A fork from a checkpoint: an earlier prefix, then other messages.
     fork = [*base[:90], *random_history(rng, 30, start=1_000)]
-    check_all(fork)
-    check_all(base)
+    check_all(fork, memo)
+    check_all(base, memo)
     # Edits with the same ids: a new object with other metadata in the middle.
     for _ in range(5):
         edited = list(base)
@@ -258,8 +254,8 @@ def test_forks_and_same_id_edits_are_not_served_from_the_memo(seed: int) -> None
         old = edited[i]
         replacement = random_message(rng, 5_000 + i, [str(m.id) for m in base[:i]])
         edited[i] = replacement.model_copy(update={"id": old.id})
-        check_all(edited)
-        check_all(base)
+        check_all(edited, memo)
+        check_all(base, memo)
 
 
 def test_an_edited_boundary_with_the_same_id_changes_the_answers() -> None:
@@ -269,12 +265,13 @@ def test_an_edited_boundary_with_the_same_id_changes_the_answers() -> None:
         history.append(ToolMessage("r" * 50, tool_call_id=f"c{k}", id=f"t{k}"))
     summary = with_meta(HumanMessage("summary", id="s"), kind=KIND_SUMMARY, index=1)
     history.insert(100, summary)
-    assert compaction_info(history).count == 1  # now remembered
+    memo = FactsMemo()
+    assert compaction_info(history, memo=memo).count == 1  # now remembered
     edited = list(history)
     edited[100] = with_meta(summary, index=4, kept_ids=["a79"])  # same id, new metadata
-    assert compaction_info(edited).count == 4
-    assert (compaction_info(edited).turns_since,) == (ref_info(edited)[1],)
-    assert context_tokens(edited) == ref_context_tokens(edited)
+    assert compaction_info(edited, memo=memo).count == 4
+    assert (compaction_info(edited, memo=memo).turns_since,) == (ref_info(edited)[1],)
+    assert context_tokens(edited, memo=memo) == ref_context_tokens(edited)
 
 
 # --------------------------------------------------------------------------- cost
@@ -312,16 +309,19 @@ def long_thread(n: int, *, real_usage: bool = False) -> list[BaseMessage]:
 
 def test_a_turn_reads_the_metadata_of_the_new_messages_only() -> None:
     config = CompactionConfig(context_window=1_000_000)
+    memo = FactsMemo()  # the thread's, as a compactor keeps it
     history = long_thread(1_500)  # 3,002 messages, far under the trigger
-    micro_compact(history, config)
-    decide(history, config=config)
+    micro_compact_with_count(history, config, memo=memo)
+    decide(history, config=config, memo=memo)
     grown = [*history, *long_thread(1)[2:]]  # one more call and its result
 
-    def turn() -> None:
-        result = micro_compact_with_count(grown, config)
-        decide(result.messages, config=config, tokens=result.tokens)
+    def turn(memo: FactsMemo | None) -> None:
+        result = micro_compact_with_count(grown, config, memo=memo)
+        decide(result.messages, config=config, tokens=result.tokens, memo=memo)
 
-    assert get_meta_calls(turn) <= 20, "a turn must not read the whole history's metadata"
+    assert get_meta_calls(lambda: turn(memo)) <= 20, "a turn must read only the new messages"
+    # Without a memo (nothing remembered at module level) the same turn reads it all.
+    assert get_meta_calls(lambda: turn(None)) >= len(grown)
 
 
 def test_threads_that_start_with_the_same_message_object_do_not_evict_each_other() -> None:
@@ -332,8 +332,9 @@ def test_threads_that_start_with_the_same_message_object_do_not_evict_each_other
     config = CompactionConfig(context_window=1_000_000)
     shared = long_thread(600)
     threads = [list(shared), [shared[0], *long_thread(900)[1:]]]
-    for history in threads:
-        decide(history, config=config)
+    memos = [FactsMemo(), FactsMemo()]  # one per thread, as a compactor keeps them
+    for history, memo in zip(threads, memos, strict=True):
+        decide(history, config=config, memo=memo)
     for k in range(3):
         for t, history in enumerate(threads):
             history += [
@@ -341,7 +342,8 @@ def test_threads_that_start_with_the_same_message_object_do_not_evict_each_other
                 HumanMessage("next", id=f"h{t}-{k}"),
             ]
             grown = list(history)  # a new list of the same messages, as add_messages makes
-            assert get_meta_calls(lambda h=grown: decide(h, config=config)) <= 20
+            memo = memos[t]
+            assert get_meta_calls(lambda h=grown, m=memo: decide(h, config=config, memo=m)) <= 20
 
 
 # --------------------------------------------------------------------------- micro_compact
@@ -401,12 +403,13 @@ def test_a_bad_message_is_still_named() -> None:
 
 def test_a_failure_while_extending_leaves_the_memo_consistent() -> None:
     history = long_thread(40)
-    assert compaction_info(history).turns_since == 40  # remembered
+    memo = FactsMemo()
+    assert compaction_info(history, memo=memo).turns_since == 40  # remembered
     bad = with_meta(ToolMessage("x", tool_call_id="c0", id="bad"), kind=KIND_CLEARED)
     bad.response_metadata["langchain_compact"]["saved_tokens"] = "many"  # not a number
     for _ in range(2):  # the second call must read the bad message again, not the memo
         with pytest.raises(ValueError):
-            compaction_info([*history, bad])
+            compaction_info([*history, bad], memo=memo)
     grown = [*history, AIMessage("next", id="n")]
-    assert compaction_info(grown).turns_since == 41
-    assert compaction_info(history).turns_since == 40
+    assert compaction_info(grown, memo=memo).turns_since == 41
+    assert compaction_info(history, memo=memo).turns_since == 40
