@@ -26,6 +26,7 @@ from langchain_compact._nested import in_nested_run
 from langchain_compact._ops import Op, Outcome, ReadOp, SummarizeOp
 from langchain_compact._provider_items import carries_provider_compaction
 from langchain_compact._render import message_text, render_message
+from langchain_compact._scan import FactsMemo
 from langchain_compact.budget import chars_for_tokens
 from langchain_compact.config import CompactionConfig
 from langchain_compact.history import (
@@ -149,6 +150,7 @@ def plan_compaction(
     *,
     tail_tokens: int | None = None,
     nested: bool | None = None,
+    memo: FactsMemo | None = None,
 ) -> Plan | None:
     """Split ``messages`` into head, span and tail; ``None`` when the span would be empty.
 
@@ -166,9 +168,11 @@ def plan_compaction(
     request read already while no final answer follows it
     (:func:`~langchain_compact.history.open_request_index`): a worker's subtask, handed
     after the supervisor's own task, stays verbatim while the worker works on it.
+    ``memo``: the caller's :class:`~langchain_compact._scan.FactsMemo` (the boundary and
+    the task are read through it).
     """
     n = len(messages)
-    head, start, task_i = _head(messages, config)
+    head, start, task_i = _head(messages, config, memo)
     cut = find_safe_cut(messages, max(start, n - config.keep_last_n))
     budget = config.budget
     if budget is not None and cut < n:
@@ -196,18 +200,18 @@ def plan_compaction(
 
 
 def _head(
-    messages: Sequence[BaseMessage], config: CompactionConfig
+    messages: Sequence[BaseMessage], config: CompactionConfig, memo: FactsMemo | None = None
 ) -> tuple[list[BaseMessage], int, int]:
     """``(head, where the span may start, the task's index or -1)``: everything up to the
     newest boundary (the task is pinned in it already), else the leading system messages
     and, with ``pin_original_task``, the original task."""
-    b = last_boundary_index(messages)
+    b = last_boundary_index(messages, memo=memo)
     if b >= 0:
         return list(messages[: b + 1]), b + 1, -1
     start = 0
     while start < len(messages) and isinstance(messages[start], SystemMessage):
         start += 1
-    task_i = original_task_index(messages) if config.pin_original_task else -1
+    task_i = original_task_index(messages, memo=memo) if config.pin_original_task else -1
     return list(messages[:start]), start, task_i
 
 

@@ -209,7 +209,7 @@ def decide(
     verdict = when.decision(numbers)
     while verdict.need is not None:
         if verdict.need == "plan":
-            planned = plan_compaction(messages, config, counter, tools)
+            planned = plan_compaction(messages, config, counter, tools, memo=memo)
         numbers = replace(numbers, **_gathered(verdict.need, messages, facts, planned, counter))
         verdict = when.decision(numbers)
     return Decision(verdict.action, numbers.tokens, numbers.trigger, verdict.reason)

@@ -812,11 +812,11 @@ class Compactor:
         reached, and the unread results fit beside the system prompt, the task and a
         minimal summary."""
         cfg = self.settings(ctx)
-        plan = plan_compaction(messages, cfg, self.counter, self.tools)
+        memo = None if ctx is None else ctx.memo
+        plan = plan_compaction(messages, cfg, self.counter, self.tools, memo=memo)
         cap, fit = cfg.max_compactions, cfg.fit_tokens
         if plan is None or fit is None:
             return False
-        memo = None if ctx is None else ctx.memo
         if cap is not None and when.at_cap(compaction_info(messages, memo=memo).count, cap):
             return False
         fixed = [m for m in plan.head if kind_of(m) != KIND_SUMMARY]
@@ -941,7 +941,8 @@ class Compactor:
         start = cfg.prepare_tokens
         if not when.prepare_window(self.prepares, decision.action, decision.tokens, start):
             return False
-        plan = plan_compaction(messages, cfg, self.counter, self.tools)
+        memo = None if ctx is None else ctx.memo
+        plan = plan_compaction(messages, cfg, self.counter, self.tools, memo=memo)
         if plan is None:
             return False
         record = Prepared.from_dict(prepared)

@@ -15,7 +15,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Optional
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -142,8 +142,12 @@ class CompactionNodes:
         view = view_of(messages, state.get(VIEW_KEY), owner)
         return view if isinstance(view, list) else list(view)
 
+    # ``Optional[...]``: the spelling LangGraph's signature check reads as the run's config
+    # (under postponed annotations "RunnableConfig | None" is a string it does not accept).
     def route(
-        self, state: dict[str, Any], config: RunnableConfig | None = None
+        self,
+        state: dict[str, Any],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see above)
     ) -> Action | list[Literal["continue", "prepare"]]:
         """Edge in front of the model: ``"continue"`` to the model, ``"compact"`` when over
         the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action); past the
@@ -160,7 +164,9 @@ class CompactionNodes:
         return ["continue", "prepare"] if prepare else decision.action
 
     def after_summarize(
-        self, state: dict[str, Any], config: RunnableConfig | None = None
+        self,
+        state: dict[str, Any],
+        config: Optional[RunnableConfig] = None,  # noqa: UP045 (see route)
     ) -> Literal["continue", "stop"]:
         """Edge after a compaction: go on whenever the next call fits (see
         :meth:`Compactor.after_step`); a failed compaction stops."""
