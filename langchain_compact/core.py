@@ -550,8 +550,9 @@ class Compactor:
         :meth:`memo` (an entry point given no context makes its own with this)."""
         return TurnContext(memo=self.memo(thread_id))
 
+    @staticmethod
     def learned_window(
-        self, messages: Sequence[BaseMessage], memo: FactsMemo | None = None
+        messages: Sequence[BaseMessage], memo: FactsMemo | None = None
     ) -> int | None:
         """The window a provider's refusal taught this history (the smallest
         ``provider_window`` its messages record: on its boundary, carried from compaction to
