@@ -432,13 +432,13 @@ class Ours(Adapter):
 
     def _hook(self) -> tuple[list[BaseMessage], bool, str]:
         self._apply(self._timed(self.nodes.micro, self.state, _RUN_CONFIG))
-        route = self._timed(self.nodes.route, self.state)
+        route = self._timed(self.nodes.route, self.state, _RUN_CONFIG)  # as LangGraph calls it
         if isinstance(route, list):  # the graph runs the prepare node beside the model call
             self._apply(self.nodes.prepare(self.state, _RUN_CONFIG))
             route = "continue"
         if route == "compact":
             self._apply(self._timed(self.nodes.summarize, self.state, _RUN_CONFIG))
-            route = self._timed(self.nodes.after_summarize, self.state)
+            route = self._timed(self.nodes.after_summarize, self.state, _RUN_CONFIG)
         if route == "stop":
             update = self._timed(self.nodes.stop, self.state)
             return list(self.state["messages"]), True, str(update.get("stop_reason", ""))

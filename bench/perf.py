@@ -160,7 +160,7 @@ class _Run:
         """The decision before one model call: (seconds, whether a full compaction ran)."""
         start, cpu = time.perf_counter(), time.thread_time()
         self._apply(self.nodes.micro(self.state, _RUN))
-        route = self.nodes.route(self.state)
+        route = self.nodes.route(self.state, _RUN)  # as LangGraph calls it
         seconds = time.perf_counter() - start
         self.cpu = time.thread_time() - cpu
         if isinstance(route, list):  # the prepare node runs beside the model call: untimed

@@ -152,7 +152,9 @@ class CompactionNodes:
         """Edge in front of the model: ``"continue"`` to the model, ``"compact"`` when over
         the trigger, ``"stop"`` when a limit is hit (:func:`decide`'s action); past the
         prepare point, ``["continue", "prepare"]``: the model and the prepare node run in
-        the same superstep, so the summary is written while the model works."""
+        the same superstep, so the summary is written while the model works. ``config``:
+        the run's (LangGraph passes it to an edge), whose thread's facts memo the decision
+        reads through; without it the history is read in full."""
         shared = self._messages(state)
         messages = self._view(state, self._owner(None))
         thread = None if config is None else thread_id_of(config)
