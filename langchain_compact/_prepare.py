@@ -38,6 +38,7 @@ from langchain_compact._ops import (
     SummarizeOp,
     summary_bound,
 )
+from langchain_compact._scan import FactsMemo
 from langchain_compact.budget import MIN_SUMMARY_TOKENS
 from langchain_compact.config import CompactionConfig
 from langchain_compact.history import CALL_LISTS
@@ -252,8 +253,10 @@ def prepare_steps(
     counter: TokenCounter,
     tools: Sequence[Any] | None = None,
     before: Any = None,
+    memo: FactsMemo | None = None,
 ) -> Generator[Op, Outcome, Prepared | None]:
-    """Summarise the span a compaction of ``messages`` would take now (sans-IO).
+    """Summarise the span a compaction of ``messages`` would take now (sans-IO; ``memo``:
+    the thread's :class:`~langchain_compact._scan.FactsMemo`, the plan reads through it).
 
     ``before``: the record prepared on an earlier turn under the same boundary. When it
     still covers a prefix of that span (:func:`usable_prefix`) and the summarizer
@@ -273,7 +276,7 @@ def prepare_steps(
     # two messages that are the newest now: summarise them too, and a trigger on the next
     # turn finds a summary of exactly its span.
     ahead = config.replace(keep_last_n=max(0, config.keep_last_n - TURN_MESSAGES))
-    plan = plan_compaction(messages, ahead, counter, tools)
+    plan = plan_compaction(messages, ahead, counter, tools, memo=memo)
     if plan is None:
         return None
     earlier = Prepared.from_dict(before)

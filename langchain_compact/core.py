@@ -650,7 +650,7 @@ class Compactor:
         if kind == "exact":
             exact: int | None = self.confirmed(messages, decision.tokens)
         else:
-            exact = self.exact_floor(messages)
+            exact = self.exact_floor(messages, memo)
         if exact is not None and when.decide_again(kind, decision.tokens, exact, fit):
             decision = decide(
                 messages,
@@ -662,13 +662,16 @@ class Compactor:
             )
         return decision
 
-    def exact_floor(self, messages: Sequence[BaseMessage]) -> int | None:
+    def exact_floor(
+        self, messages: Sequence[BaseMessage], memo: FactsMemo | None = None
+    ) -> int | None:
         """The least the context can be by the exact count: the newest usage report that
         describes it, and tiktoken's count, unscaled, of everything after the report (of
         everything without one); ``None`` when tiktoken's files cannot be loaded. A scaled
         estimate under it is never trusted (the one rule, docs/design.md); a ratio the report
         showed is not applied here, so a report that counted more than o200k (a system
-        prompt the count does not see) cannot inflate a new result's count into a stop."""
+        prompt the count does not see) cannot inflate a new result's count into a stop.
+        ``memo``: the turn's (:attr:`TurnContext.memo`)."""
         precise = precise_counter(pricing_of(self.counter))
         if precise is None:
             return None
@@ -678,6 +681,7 @@ class Compactor:
             tools=self.tools,
             verify_anchor=self.verify_anchor,
             calibrated=(1.0, 0),
+            memo=memo,
         )
 
     def _near(self, tokens: int, budget: Budget | None) -> bool:
@@ -1032,6 +1036,7 @@ class Compactor:
             counter=self.counter,
             tools=self.tools,
             before=before,
+            memo=self.context(thread_id).memo if ctx is None else ctx.memo,
         )
 
     def _prepared(
