@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import math
@@ -631,14 +632,10 @@ class Compactor:
         if tokens is None and self.verify_anchor:
             tokens = self.count(messages, memo)
         config = self.settings(ctx)
-        decision = decide(
-            messages,
-            config=config,
-            counter=self.counter,
-            tools=self.tools,
-            tokens=tokens,
-            memo=memo,
+        decided = functools.partial(
+            decide, messages, config=config, counter=self.counter, tools=self.tools, memo=memo
         )
+        decision = decided(tokens=tokens)
         fit = config.fit_tokens
         near = decision.action == "continue" and self._near(decision.tokens, config.budget)
         kind = when.recount(decision.action, decision.tokens, fit, near)
@@ -652,14 +649,7 @@ class Compactor:
         else:
             exact = self.exact_floor(messages, memo)
         if exact is not None and when.decide_again(kind, decision.tokens, exact, fit):
-            decision = decide(
-                messages,
-                config=config,
-                counter=self.counter,
-                tools=self.tools,
-                tokens=exact,
-                memo=memo,
-            )
+            decision = decided(tokens=exact)
         return decision
 
     def exact_floor(

@@ -48,6 +48,19 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
     return seen
 
 
+def _run(agent: Any) -> list[BaseMessage]:
+    """The agent's run on thread ``"t"`` to its final answer: the final messages."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # small windows warn
+        out = agent.invoke(
+            {"messages": [HumanMessage("read every chunk", id="task")]},
+            {"configurable": {"thread_id": "t"}, "recursion_limit": 300},
+        )
+    messages: list[BaseMessage] = out["messages"]
+    assert messages[-1].text == "done"
+    return messages
+
+
 def _check(seen: list[str | None]) -> None:
     assert seen, "the run read no history through a memo"
     assert set(seen) == {"t"}, f"a step read without the thread's memo: {set(seen)}"
@@ -63,14 +76,8 @@ def test_a_graph_runs_nodes_and_edges_read_through_the_threads_memo(
         archive=None,
         summarizer=ExtractiveSummarizer(),
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = agent.invoke(
-            {"messages": [HumanMessage("read every chunk", id="task")]},
-            {"configurable": {"thread_id": "t"}, "recursion_limit": 300},
-        )
-    assert out["messages"][-1].text == "done"
-    assert any(m.response_metadata.get("langchain_compact") for m in out["messages"])
+    out = _run(agent)
+    assert any(m.response_metadata.get("langchain_compact") for m in out)
     _check(asked)
 
 
@@ -81,13 +88,7 @@ def test_the_middlewares_turns_read_through_the_threads_memo(asked: list[str | N
         summarizer=ExtractiveSummarizer(),
     )
     agent = create_agent(ScriptedChatModel(replies=_replies(30)), [read], middleware=[middleware])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        out = agent.invoke(
-            {"messages": [HumanMessage("read every chunk", id="task")]},
-            {"configurable": {"thread_id": "t"}, "recursion_limit": 300},
-        )
-    assert out["messages"][-1].text == "done"
+    _run(agent)
     _check(asked)
 
 
