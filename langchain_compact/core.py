@@ -835,7 +835,7 @@ class Compactor:
         both modes: that is langchain's ``create_agent`` state before its model node answers
         it (after ``before_model``), not a broken history."""
         before = messages if isinstance(messages, list) else list(messages)
-        memo = self.context(thread_id).memo if ctx is None else ctx.memo
+        memo = self.memo(thread_id) if ctx is None else ctx.memo
         try:
             check_pairing(before, memo=memo)
             return before, None
@@ -1026,7 +1026,7 @@ class Compactor:
             counter=self.counter,
             tools=self.tools,
             before=before,
-            memo=self.context(thread_id).memo if ctx is None else ctx.memo,
+            memo=self.memo(thread_id) if ctx is None else ctx.memo,
         )
 
     def _prepared(
