@@ -154,10 +154,10 @@ __all__ = [
 logger = logging.getLogger("langchain_compact")
 
 DEFAULT_THREAD_ID = "default"
+"""Archive thread of a run whose config has no ``configurable.thread_id``."""
 #: Threads whose facts memo a compactor keeps (:meth:`Compactor.memo`); the least recently
 #: used beyond them is forgotten.
 MEMO_THREADS = 256
-"""Archive thread of a run whose config has no ``configurable.thread_id``."""
 
 
 OVERFLOW_MARGIN = 0.05
@@ -1432,7 +1432,7 @@ class Compactor:
     ) -> Generator[Op, Outcome, Turn]:
         """:meth:`compact_now` as its sans-IO steps."""
         yield from self.ready()
-        ctx, start, refused = self._on_demand_start(messages, focus, ctx or self.context(thread_id))
+        ctx, start, refused = self._on_demand_start(messages, thread_id, focus, ctx)
         if refused is not None:
             return refused
         done = yield from self.compaction_steps(
@@ -1441,12 +1441,16 @@ class Compactor:
         return replace(self._on_demand(messages, done, write_stop, ctx), events=ctx.since(start))
 
     def _on_demand_start(
-        self, messages: Sequence[BaseMessage], focus: str | None, ctx: TurnContext | None
+        self,
+        messages: Sequence[BaseMessage],
+        thread_id: str,
+        focus: str | None,
+        ctx: TurnContext | None,
     ) -> tuple[TurnContext, int, Turn | None]:
         """What :meth:`compact_now` and :meth:`acompact_now` do before the compaction: the
         turn's context narrowed to the learned window, where its events start, and the
         finished refusal when :meth:`on_demand_refusal` refuses (``None`` to go on)."""
-        ctx = TurnContext() if ctx is None else ctx
+        ctx = self.context(thread_id) if ctx is None else ctx
         start = len(ctx.events)
         ctx = self._learning(ctx, messages)
         refusal = self.on_demand_refusal(messages, ctx)

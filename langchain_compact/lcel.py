@@ -45,6 +45,7 @@ from langchain_compact.core import (
     Compactor,
     Pending,
     Turn,
+    TurnContext,
     emit,
     thread_id_of,
 )
@@ -442,7 +443,7 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, self._stored(thread_id))
         pending = self._pending(before, thread_id, wait=True)
-        ctx = self.core.context(thread_id).narrowed(self.learned_window(thread_id))
+        ctx = self._context(thread_id)
         turn = self.core.turn(before, thread_id, prepared=pending, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
@@ -461,7 +462,7 @@ class MessageCompactor:
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
         pending = self._pending(before, thread_id, wait=False)
-        ctx = self.core.context(thread_id).narrowed(self.learned_window(thread_id))
+        ctx = self._context(thread_id)
         turn = await self.core.aturn(before, thread_id, prepared=pending, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
@@ -481,7 +482,7 @@ class MessageCompactor:
         next call with the grown raw history replays it."""
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, self._stored(thread_id))
-        ctx = self.core.context(thread_id).narrowed(self.learned_window(thread_id))
+        ctx = self._context(thread_id)
         turn = self.core.compact_now(before, thread_id, focus=focus, write_stop=False, ctx=ctx)
         saved: list[tuple[str, list[BaseMessage]]] = []
         try:
@@ -496,7 +497,7 @@ class MessageCompactor:
         await self.core.aready()
         thread_id = self._thread(config)
         raw, digests, keys, before = self._input(messages, await self._astored(thread_id))
-        ctx = self.core.context(thread_id).narrowed(self.learned_window(thread_id))
+        ctx = self._context(thread_id)
         turn = await self.core.acompact_now(
             before, thread_id, focus=focus, write_stop=False, ctx=ctx
         )
@@ -511,6 +512,11 @@ class MessageCompactor:
         return RunnableLambda(self.__call__, afunc=self.acompact, name="compact_messages")
 
     # ------------------------------------------------------------------ the provider's refusal
+
+    def _context(self, thread_id: str) -> TurnContext:
+        """The context a call on ``thread_id`` runs under: the thread's facts memo
+        (:meth:`Compactor.context`) and the window a refusal taught it, if any."""
+        return self.core.context(thread_id).narrowed(self.learned_window(thread_id))
 
     def learned_window(self, thread_id: str) -> int | None:
         """The window a provider's refusal taught ``thread_id`` (``None``: none yet)."""
