@@ -17,7 +17,10 @@
   its cost in microseconds per 1,000 characters (``_estimate.estimate``, its word cache
   cleared before each text: every text is new, as an uncounted message is).
 
-Run: ``python -m bench.counting`` (prints the JSON). Needs ``../shared`` beside the checkout
+Run: ``python -m bench.counting`` (prints the JSON). ``python -m bench.counting --estimate-against
+REV`` runs only the ``estimate`` section, for this checkout's ``_estimate.py`` and for the one
+at git revision ``REV`` side by side in one process, and writes
+``bench/results/estimate_side_by_side.json``. Needs ``../shared`` beside the checkout
 (``LC_TRAJECTORY_DIR`` / ``LC_SEEDS_DIR`` override) and tiktoken's files (provisioned from
 ``bpe-openai`` if installed). About 30 s.
 """
@@ -28,6 +31,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import tiktoken
@@ -35,6 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from bench.workloads import SEEDS_DIR, load_transcripts
+from langchain_compact import _estimate as _estimate_module_default
 from langchain_compact.microcompact import clear_tool_results
 from langchain_compact.tokens import TiktokenCounter, approximate_tokens, provision_tiktoken_cache
 
@@ -264,6 +269,11 @@ def _estimate_row(module: Any, texts: list[str], enc: tiktoken.Encoding) -> dict
     }
 
 
+#: The estimate module :func:`estimate_by_class` measures (:func:`estimate_side_by_side` swaps
+#: in another revision's).
+_estimate_module: list[Any] = [_estimate_module_default]
+
+
 def estimate_by_class(transcripts: dict[str, list[BaseMessage]] | None = None) -> dict[str, Any]:
     """Per content class (five texts of 8,000 characters each) and over every text of the
     transcripts: the estimate over o200k and its cost, its caches cleared first (every text
@@ -271,8 +281,7 @@ def estimate_by_class(transcripts: dict[str, list[BaseMessage]] | None = None) -
     import sys
     from pathlib import Path
 
-    from langchain_compact import _estimate
-
+    _estimate = _estimate_module[0]
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
     from _content import GENERATORS, sample
 
@@ -303,5 +312,58 @@ def run() -> dict[str, Any]:
     return result
 
 
+def estimate_side_by_side(rev: str) -> dict[str, Any]:
+    """The ``estimate`` section for ``_estimate.py`` at git revision ``rev`` and for this
+    checkout's, in one process (the older module loaded from ``git show``): the ratios over
+    o200k must be equal, the cost is what changed."""
+    import importlib.util
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from langchain_compact import _estimate
+
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(
+        ["git", "show", f"{rev}:langchain_compact/_estimate.py"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "_estimate_at_rev.py"
+        path.write_text(source, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location("_estimate_at_rev", path)
+        assert spec is not None and spec.loader is not None
+        older = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = older
+        spec.loader.exec_module(older)
+    older._SCRIPT_VOCAB_FILE = _estimate._SCRIPT_VOCAB_FILE  # type: ignore[attr-defined]
+    transcripts = load_transcripts()
+    rows: dict[str, Any] = {}
+    for name, module in ((rev, older), ("this checkout", _estimate)):
+        original = _estimate_module[0]
+        _estimate_module[0] = module
+        try:
+            rows[name] = estimate_by_class(transcripts)
+        finally:
+            _estimate_module[0] = original
+    return rows
+
+
 if __name__ == "__main__":
-    print(json.dumps(run(), indent=2))
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.counting", description=__doc__)
+    parser.add_argument("--estimate-against", metavar="REV")
+    args = parser.parse_args()
+    provision_tiktoken_cache()
+    if args.estimate_against:
+        result = estimate_side_by_side(args.estimate_against)
+        out = Path(__file__).resolve().parent / "results" / "estimate_side_by_side.json"
+        out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps(result, indent=1))
+    else:
+        print(json.dumps(run(), indent=2))

@@ -94,13 +94,6 @@ _CONTROL_TOKENS = 2
 _WHITESPACE_RE = re.compile(r"[^\S ]\s*| \s+")
 _SPACE_CHARS = frozenset(" \t\n\r\u00a0")
 _WHITESPACE_SEGMENT_RE = re.compile(r"(?:\r\n)+| +|\n+|\t+|\u00a0+|\s")
-#: On an ASCII text (most tool output) the symbol and digit passes test each character
-#: against a plain set of ASCII characters, the same characters ``_SYMBOL`` and ``\d`` take
-#: there, instead of Unicode categories: the same matches in about half the time.
-_ASCII_SYMBOL = r"[!-/:-@\[-^`{-~]"
-_ASCII_DIGITS_RE = re.compile(r"[0-9][0-9]?[0-9]?")
-_ASCII_SYMBOLS_RE = re.compile(rf"{_ASCII_SYMBOL}+")
-_ASCII_JOINED_SYMBOL_RE = re.compile(rf"{_ASCII_SYMBOL}(?<![^\w\n]{_ASCII_SYMBOL})(?=[A-Za-z])")
 #: Characters per extra token in a long stretch of one whitespace character.
 _STRETCH = {" ": 100, "\n": 15, "\t": 15}
 #: The greedy match over o200k's whitespace strings finds a few tokens fewer than o200k.
@@ -187,24 +180,20 @@ def estimate(text: str) -> int:
 
 
 def pieces(text: str) -> int:
-    """Tokens of ``text`` by its pieces; linear, mostly in C regex passes."""
+    """Tokens of ``text`` by its pieces; linear, mostly in C regex passes (byte passes on an
+    ASCII text, :func:`_ascii_pieces`)."""
     # a single space at the end joins no word: o200k makes it a token
     n = 1.0 if text[-1:] == " " and text[-2:-1] not in _SPACE_CHARS else 0.0
     if not text.isascii() and _SCRIPT_WORD_RE.search(text):
         n += _SCRIPT_SLACK * sum(_script_word(word) for word in _SCRIPT_WORD_RE.findall(text))
         text = _SCRIPT_WORD_RE.sub("", text)
+    if text.isascii():
+        return max(1, round(_ascii_pieces(text, n) * _ASCII_SLACK))
     if len(text) >= 8 and _LONG_RUN_RE.search(text):
         runs: list[float] = []
         text = _LONG_RUN_RE.sub(lambda m: _long_run(m, runs), text)
         n += sum(runs)
-    ascii_text = text.isascii()
-    n += _words_and_spacing(text, ascii_text)
-    if ascii_text:
-        n += sum(
-            (len(run) + 1) // 2 if len(run) < 4 else _symbols(run)
-            for run in _ASCII_SYMBOLS_RE.findall(text)
-        )
-        return max(1, round(n * _ASCII_SLACK))
+    n += _words_and_spacing(text)
     n *= _ASCII_SLACK
     cjk = sum(_cjk(run) for run in _CJK_RUN_RE.findall(text))
     n += _CJK_SLACK * cjk
@@ -222,13 +211,12 @@ def pieces(text: str) -> int:
     return max(1, round(n))
 
 
-def _words_and_spacing(text: str, ascii_text: bool) -> float:
+def _words_and_spacing(text: str) -> float:
     """The tokens of ``text``'s words, digits, underscores and whitespace, less the symbols
     that join a word or a line break (counted with the symbols after)."""
     words = _WORD_RE.findall(text)
     n: float = len(words)
-    digits = _ASCII_DIGITS_RE if ascii_text else _DIGITS_RE
-    n += len(_INNER_CAP_RE.findall(text)) + len(digits.findall(text))
+    n += len(_INNER_CAP_RE.findall(text)) + len(_DIGITS_RE.findall(text))
     if words and max(map(len, words)) > _LONG_WORD:
         for word in words:  # junk, hashes, repeated letters: o200k splits
             if len(word) > _LONG_WORD:
@@ -238,8 +226,8 @@ def _words_and_spacing(text: str, ascii_text: bool) -> float:
         n += sum(1 if len(u) < 4 else _repeated(u) for u in _UNDERSCORES_RE.findall(text))
         n -= 0.7 * len(_JOINED_UNDERSCORE_RE.findall(text))
     n += sum(1 if len(run) == 1 else _whitespace(run) for run in _WHITESPACE_RE.findall(text))
-    joined = _ASCII_JOINED_SYMBOL_RE if ascii_text else _JOINED_SYMBOL_RE
-    return n - _JOINED * len(joined.findall(text)) - len(_SYMBOL_NEWLINE_RE.findall(text))
+    joined = len(_JOINED_SYMBOL_RE.findall(text))
+    return n - _JOINED * joined - len(_SYMBOL_NEWLINE_RE.findall(text))
 
 
 #: The longest run of one repeated ASCII symbol o200k encodes as a token, as far as
@@ -268,20 +256,162 @@ def _symbols(run: str) -> int:
 
 
 def _long_run(match: re.Match[str], runs: list[float]) -> str:
-    """A long run of letters and digits priced whole and taken out of the text: base64
-    (mixed case and digits, 20 characters or more) and hex-like ids (3 digits or more among
-    letters); any other run (a word, an identifier, a path) stays."""
+    """A long run of letters and digits priced whole and taken out of the text (replaced by
+    a space; its price appended to ``runs``), or left as it is (:func:`_long_run_price`)."""
     run = match.group(0)
-    if run.isalpha():
+    price = _long_run_price(run)
+    if price is None:
         return run
+    runs.append(price)
+    return " "
+
+
+def _long_run_price(run: str) -> float | None:
+    """The tokens of a long run of letters and digits priced whole: base64 (mixed case and
+    digits, 20 characters or more) and hex-like ids (3 digits or more among letters); any
+    other run (a word, an identifier, a path) is ``None``: it stays in the text."""
+    if run.isalpha():
+        return None
     digits = sum(ch.isdigit() for ch in run)
     if len(run) >= 20 and digits and run.lower() != run and run.upper() != run:
-        runs.append(_B64_TOKENS_PER_CHAR * len(run))
-        return " "
+        return _B64_TOKENS_PER_CHAR * len(run)
     if digits >= 3 and len(run) - digits >= 2 and run.isalnum():
-        runs.append(1 + _HEX_TOKENS_PER_CHAR * len(run))
-        return " "
-    return run
+        return 1 + _HEX_TOKENS_PER_CHAR * len(run)
+    return None
+
+
+# ------------------------------------------------------------------ ASCII text in byte passes
+#
+# Most tool output is ASCII. There the estimate counts the same pieces as the regex passes
+# above count on any text, in byte passes: the text translated to one letter per character
+# class (``bytes.translate``), each piece counted where one class follows another
+# (``bytes.count``: a word starts where a letter follows anything else), and only the runs
+# that need a look (long words, whitespace runs of two or more, symbol runs of four or more,
+# long runs of letters and digits) found by regexes that begin with a literal over the
+# classes. The result equals the regex passes' on every ASCII text
+# (tests/unit/test_estimate_patterns.py) in about a quarter of the time.
+
+_ASCII = [chr(code) for code in range(128)]
+
+
+def _chars(pattern: str | re.Pattern[str]) -> str:
+    """The ASCII characters ``pattern`` matches on their own."""
+    return "".join(ch for ch in _ASCII if re.fullmatch(pattern, ch))
+
+
+_LETTERS, _DIGIT_CHARS, _SYMBOL_CHARS = _chars(_WORD_RE), _chars(r"\d"), _chars(_SYMBOL)
+_SPACES = _chars(r"\s")  # the space, line breaks, tabs, ``\x0b``-``\x0c``, ``\x1c``-``\x1f``
+_CONTROLS = _chars(_CONTROL_RE)
+
+
+def _classes(marks: dict[str, str]) -> bytes:
+    """A ``bytes.translate`` table: each character of a key to its mark, the others to ``.``."""
+    table = bytearray(b"." * 256)
+    for chars, mark in marks.items():
+        for ch in chars:
+            table[ord(ch)] = ord(mark)
+    return bytes(table)
+
+
+#: Letters ``a``, symbols ``s``, what a joined symbol may follow (a word character or a line
+#: break) ``w``, the rest (other whitespace, control characters) ``x``.
+_JOIN_CLASSES = _classes(
+    {
+        _LETTERS: "a",
+        _SYMBOL_CHARS: "s",
+        _DIGIT_CHARS + "_\n": "w",
+        _SPACES.replace("\n", "") + _CONTROLS: "x",
+    }
+)
+_CASE_CLASSES = _classes({_chars("[a-z]"): "l", _chars("[A-Z]"): "U"})
+_DIGIT_CLASSES = _classes({_DIGIT_CHARS: "d", " ": " "})
+#: Whitespace but the space ``n``, control characters ``c``.
+_SPACE_CLASSES = _classes({_SPACES.replace(" ", ""): "n", _CONTROLS: "c"})
+_WHITESPACE_CLASSES = _classes({_SPACES: "w"})
+_RUN_CLASSES = _classes({_chars("[A-Za-z0-9+/]"): "b", "=": "="})
+#: The runs of the classes above that need a look (``_LONG_RUN_RE``, words of ``_WORD_RE``
+#: longer than ``_LONG_WORD``, whitespace runs of two or more, symbol runs of four or more):
+#: each written as a literal, so the regex engine searches for it.
+_CLASS_LONG_RUN = re.compile(rb"bbbbbbbbb*={0,2}")
+_CLASS_LONG_WORD = re.compile(b"a" * (_LONG_WORD + 1) + b"a*")
+_CLASS_WHITESPACE_RUN = re.compile(rb"ww+")
+_CLASS_SYMBOL_RUN = re.compile(rb"ssss+")
+
+
+def _ascii_pieces(text: str, n: float) -> float:
+    """``n`` plus the tokens of the pieces of ``text``, an ASCII text, before the ASCII
+    slack: what the regex passes count (long runs, :func:`_words_and_spacing`, symbol runs),
+    in byte passes."""
+    if len(text) >= 8:
+        runs: list[float] = []
+        text = _ascii_long_runs(text, runs)
+        n += sum(runs)
+    raw = text.encode("ascii")
+    join = raw.translate(_JOIN_CLASSES)
+    n += _ascii_words_and_spacing(text, raw, join)
+    return n + _ascii_symbols(text, join)
+
+
+def _ascii_long_runs(text: str, runs: list[float]) -> str:
+    """``text`` with its long runs of letters and digits priced whole replaced by a space
+    (their prices appended to ``runs``), as ``_LONG_RUN_RE.sub`` with :func:`_long_run`."""
+    kept: list[str] = []
+    at = 0
+    for match in _CLASS_LONG_RUN.finditer(text.encode("ascii").translate(_RUN_CLASSES)):
+        start, end = match.span()
+        price = _long_run_price(text[start:end])
+        if price is not None:
+            runs.append(price)
+            kept += (text[at:start], " ")
+            at = end
+    return "".join([*kept, text[at:]]) if kept else text
+
+
+def _ascii_words_and_spacing(text: str, raw: bytes, join: bytes) -> float:
+    """:func:`_words_and_spacing` of an ASCII text (``raw``, its classes ``join``)."""
+    case = raw.translate(_CASE_CLASSES)
+    # a word starts at a letter after anything else, or at the start
+    n: float = join.count(b"sa") + join.count(b"wa") + join.count(b"xa") + (join[:1] == b"a")
+    # digit groups of up to 3: a run of L digits is L // 3 groups of 3 (``D``) and one more
+    # if digits are left (a ``d`` before what ends the run)
+    digits = raw.translate(_DIGIT_CLASSES)
+    groups = digits.replace(b"ddd", b"D")
+    n += case.count(b"lU") + (
+        groups.count(b"D") + groups.count(b"d.") + groups.count(b"d ") + groups.endswith(b"d")
+    )
+    for match in _CLASS_LONG_WORD.finditer(join):  # junk, hashes, repeated letters: o200k splits
+        start, end = match.span()
+        n += (end - start) / 2 - 1 - case.count(b"lU", start, end)
+    spaces = raw.translate(_SPACE_CLASSES)
+    n += digits.count(b" d") + _CONTROL_TOKENS * spaces.count(b"c")
+    if "_" in text:
+        n += sum(1 if len(u) < 4 else _repeated(u) for u in _UNDERSCORES_RE.findall(text))
+        n -= 0.7 * len(_JOINED_UNDERSCORE_RE.findall(text))
+    # whitespace: a token per character that is not a space on its own, runs of two or
+    # more by :func:`_whitespace`
+    alone = spaces.count(b"n")
+    runs = 0
+    for match in _CLASS_WHITESPACE_RUN.finditer(raw.translate(_WHITESPACE_CLASSES)):
+        run = text[match.start() : match.end()]
+        alone -= len(run) - run.count(" ")
+        runs += _whitespace(run)
+    n += runs + alone
+    # a symbol joins the letter after it unless what comes before it is neither a word
+    # character nor a line break (``_JOINED_SYMBOL_RE``)
+    joined = join.count(b"sa") - join.count(b"ssa") - join.count(b"xsa")
+    return n - _JOINED * joined - len(_SYMBOL_NEWLINE_RE.findall(text))
+
+
+def _ascii_symbols(text: str, join: bytes) -> int:
+    """The tokens of an ASCII text's symbol runs (``join``: its classes): a token per 2, a
+    run of four or more of one repeated symbol by :func:`_repeated`."""
+    pairs = join.replace(b"ss", b"S")  # a run of L symbols: L // 2 pairs and one left if odd
+    total = pairs.count(b"S") + pairs.count(b"s")
+    for match in _CLASS_SYMBOL_RUN.finditer(join):
+        run = text[match.start() : match.end()]
+        if run.count(run[0]) == len(run):
+            total += _repeated(run) - (len(run) + 1) // 2
+    return total
 
 
 def _whitespace(run: str) -> int:

@@ -34,11 +34,6 @@ __all__ = [
 _KEY = r"""^\s*[-*]?\s*["']?[A-Za-z_][\w\-.]*(?: [A-Za-z_][\w\-.]*){0,3}["']?\s*"""
 _EQ_RE = re.compile(_KEY + r"(?:=|:=)(?!=)\s*\S")  # not ``pkg==1.2`` pins
 _COLON_RE = re.compile(_KEY + r":(?!:)\s*\S")
-#: ``_COLON_RE`` within one line of a ``\n``-joined text: its whitespace never crosses a line
-#: break. With ``\s`` a run of ``k`` blank lines gave each of its ``k`` line starts ``k**2``
-#: ways to split the run between ``^\s*`` and ``[-*]?\s*``: cubic (4,000 blank lines, 418 s).
-#: On one line (no ``\n``), it matches exactly where ``_COLON_RE`` does.
-_COLON_LINE_RE = re.compile((_KEY + r":(?!:)\s*\S").replace(r"\s", r"[^\S\n]"), re.MULTILINE)
 #: Ticket-like ids and URLs: a line that names one is as strong a fact as ``key = value``.
 _STRONG_ID_RE = re.compile(r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https?://")
 #: Those, or paths with a slash.
@@ -190,15 +185,15 @@ _FACT_MEMO: dict[tuple[int, int], tuple[tuple[int, int, str], ...]] = {}
 _FACT_MEMO_LIMIT = 1_024
 #: Scored lines kept per text (a caller asking for more lines scores the text again).
 _MEMO_KEEP = 16
-#: Patterns one of which every fact line matches (``_score`` needs one to accept a line),
-#: run over all the scanned lines at once so ``_score`` reads only the lines that can be
-#: facts: a few C passes instead of up to five pattern calls per line.
-_CANDIDATE_RES = (
-    re.compile(r"-\d|://"),  # ticket-like ids, URLs (``_STRONG_ID_RE``)
-    re.compile(r"/[\w.\-]+/"),  # paths (``_PATH_RE``)
-    re.compile(r"="),  # key = value (``_EQ_RE``)
-    _COLON_LINE_RE,  # key: value at a line's start (linear: see its comment)
-)
+
+
+#: What each of :func:`_score`'s patterns needs in a line, as patterns that begin with a
+#: literal (the regex engine searches for it): run over all the scanned lines at once, a
+#: few fast C passes, they tell which lines a pattern can match, and only there is it run.
+_STRONG_HINT_RE = re.compile(r"-\d|://")  # every ticket-like id has ``-\d``, a URL ``://``
+_PATH_HINT_RE = re.compile(r"/[\w.\-]+/")
+_EQ_HINT_RE = re.compile("=")
+_COLON_HINT_RE = re.compile(":")
 
 
 def remember_facts(text: str) -> None:
@@ -219,22 +214,42 @@ if remember_facts not in PRECOUNT_HOOKS:
     PRECOUNT_HOOKS.append(remember_facts)
 
 
-def _candidates(lines: list[str]) -> list[int]:
-    """Indices of the (stripped) ``lines`` that one of ``_CANDIDATE_RES`` matches, a
-    superset of the lines ``_score`` accepts, in order."""
+def _line_scores(lines: list[str]) -> list[tuple[int, int]]:
+    """``(index, score)`` of the (stripped) ``lines`` :func:`_score` accepts, in order: each
+    of its patterns run only on the lines where its hint (``_*_HINT_RE``) is found."""
     joined = "\n".join(lines)
     starts: list[int] = []
     offset = 0
     for line in lines:
         starts.append(offset)
         offset += len(line) + 1
-    hits: set[int] = set()
-    for pattern in _CANDIDATE_RES:
-        for match in pattern.finditer(joined):
-            first = bisect_right(starts, match.start()) - 1
-            last = bisect_right(starts, max(match.start(), match.end() - 1)) - 1
-            hits.update(range(first, last + 1))
-    return sorted(hits)
+
+    def hinted(pattern: re.Pattern[str]) -> set[int]:
+        return {bisect_right(starts, m.start()) - 1 for m in pattern.finditer(joined)}
+
+    strong, eq = hinted(_STRONG_HINT_RE), hinted(_EQ_HINT_RE)
+    path, colon = hinted(_PATH_HINT_RE), hinted(_COLON_HINT_RE)
+    scores: list[tuple[int, int]] = []
+    for i in sorted(strong | eq | path | colon):  # a fact line has one of the hints
+        score = _hinted_score(lines[i], i in strong, i in eq, i in path, i in colon)
+        if score is not None:
+            scores.append((i, score))
+    return scores
+
+
+def _hinted_score(line: str, strong: bool, eq: bool, path: bool, colon: bool) -> int | None:
+    """:func:`_score` of ``line``, each pattern run only where its hint was found."""
+    if _NOISE_RE.match(line):
+        return None
+    if strong and _STRONG_ID_RE.search(line):
+        return 0
+    if eq and _EQ_RE.match(line):
+        return 0 if (path and _PATH_RE.search(line)) or _NUM_RE.search(line) else 2
+    if path and _PATH_RE.search(line):
+        return 1
+    if colon and _COLON_RE.match(line):
+        return 1 if _NUM_RE.search(line) else 2
+    return None
 
 
 def _scored(text: str) -> tuple[tuple[int, int, str], ...]:
@@ -255,12 +270,9 @@ def _score_lines(text: str) -> tuple[tuple[int, int, str], ...]:
     lines = [raw.strip() for raw in _scanned_lines(text)]
     scored: list[tuple[int, int, str]] = []
     seen: set[str] = set()
-    for pos in _candidates(lines):
+    for pos, score in _line_scores(lines):
         line = lines[pos]
-        if not line or line in seen:
-            continue
-        score = _score(line)
-        if score is None:
+        if line in seen:
             continue
         seen.add(line)
         scored.append((score, pos, _clip(line)))

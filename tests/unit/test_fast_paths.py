@@ -241,11 +241,11 @@ def test_gist_and_placeholder_facts_match_the_full_split(text: str, tail_space: 
 @settings(max_examples=400, deadline=None)
 @given(_text_lines)
 def test_the_candidate_lines_hold_every_fact_line(text: str) -> None:
-    """The chunk-wide prefilter of fact_lines never drops a line ``_score`` accepts, so
-    fact_lines (memoised) gives what scoring every scanned line gives."""
+    """The patterns run over all the lines at once score each line as ``_score`` scores it
+    alone, so fact_lines (memoised) gives what scoring every scanned line gives."""
     lines = [raw.strip() for raw in _facts._scanned_lines(text)]
-    facts = {i for i, line in enumerate(lines) if line and _facts._score(line) is not None}
-    assert facts <= set(_facts._candidates(lines))
+    scores = [(i, _facts._score(line)) for i, line in enumerate(lines) if line]
+    assert _facts._line_scores(lines) == [(i, score) for i, score in scores if score is not None]
     _facts._FACT_MEMO.clear()
     for limit, best in ((6, False), (3, True), (40, False)):
         chosen: list[tuple[int, str]] = []
@@ -270,13 +270,13 @@ def test_the_candidate_lines_hold_every_fact_line(text: str) -> None:
 
 def test_fact_lines_reads_a_bounded_part_of_a_long_text(monkeypatch: pytest.MonkeyPatch) -> None:
     scored: list[str] = []
-    real = _facts._score
+    real = _facts._line_scores
 
-    def counting(line: str) -> int | None:
-        scored.append(line)
-        return real(line)
+    def counting(lines: list[str]) -> list[tuple[int, int]]:
+        scored.extend(lines)
+        return real(lines)
 
-    monkeypatch.setattr(_facts, "_score", counting)
+    monkeypatch.setattr(_facts, "_line_scores", counting)
     body = "\n".join(f"log line {i}: status=ok id={i:07d}" for i in range(40_000))
     facts = fact_lines(body + "\norder_id = QX-4821")
     assert "order_id = QX-4821" in facts  # the tail is read

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 import sys
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -94,17 +92,17 @@ def test_large_results_counted_once_are_freed_when_dropped() -> None:
     assert retained < 4 * MB, f"{retained / MB:.1f} MB still held after dropping 40 MB"
 
 
-class _CountingRegex:
-    """Stands in for the estimate's word regex and records the length of every text it
-    scans."""
+class _CountingPieces:
+    """Stands in for the estimate's pass over a text (``_estimate.pieces``, which every text
+    an estimate reads goes through) and records the length of every text it reads."""
 
-    def __init__(self, inner: re.Pattern[str]) -> None:
+    def __init__(self, inner: Callable[[str], int]) -> None:
         self.inner = inner
         self.scanned: list[int] = []
 
-    def findall(self, text: str) -> list[Any]:
+    def __call__(self, text: str) -> int:
         self.scanned.append(len(text))
-        return self.inner.findall(text)
+        return self.inner(text)
 
 
 def test_recounting_a_history_scans_only_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,8 +110,8 @@ def test_recounting_a_history_scans_only_new_messages(monkeypatch: pytest.Monkey
     for n in range(30):
         history.append(_tool_message(_big(f"r{n}", 5_000), n))
     first = approximate_tokens(history)
-    spy = _CountingRegex(estimate_module._WORD_RE)
-    monkeypatch.setattr(estimate_module, "_WORD_RE", spy)
+    spy = _CountingPieces(estimate_module.pieces)
+    monkeypatch.setattr(estimate_module, "pieces", spy)
     assert approximate_tokens(history) == first
     assert spy.scanned == [], "re-counting an unchanged history must be served from the cache"
     new = _tool_message(_big("new", 7_000), 99)
