@@ -1,10 +1,11 @@
 """``python -m bench.compare_inputs``: do two commits send the same model inputs?
 
 Replays every transcript at every window through this package (the graph nodes, ``ours``,
-and the LCEL chain, ``ours_lcel``, as :mod:`bench` drives them, with the bench's extractive
-summary model and usage reports computed from what was sent) and records, for every model
-call, a digest of each message of the model input: its type, id, content, tool calls and
-tool-call id. Two recordings are then compared message by message.
+and the LCEL chain, ``ours_lcel``, as :mod:`bench` drives them; the middleware,
+``ours_middleware``, in a real ``create_agent`` run, :func:`agent_inputs`), with the bench's
+extractive summary model and usage reports computed from what was sent, and records, for
+every model call, a digest of each message of the model input: its type, id, content, tool
+calls and tool-call id. Two recordings are then compared message by message.
 
 Two uses:
 
@@ -17,7 +18,7 @@ Two uses:
   input is the same, 1 otherwise.
 
 Options: ``--windows 4000,8000,...`` (default 4000, 8000, 16000, 32000, 128000),
-``--limit N`` (the first N transcripts), ``--systems ours,ours_lcel``.
+``--limit N`` (the first N transcripts), ``--systems ours,ours_lcel,ours_middleware``.
 It needs ``../shared`` beside the checkout (or ``LC_TRAJECTORY_DIR``).
 """
 
@@ -37,7 +38,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 DEFAULT_WINDOWS = (4_000, 8_000, 16_000, 32_000, 128_000)
-DEFAULT_SYSTEMS = ("ours", "ours_lcel")
+DEFAULT_SYSTEMS = ("ours", "ours_lcel", "ours_middleware")
 RESULTS = Path(__file__).resolve().parent / "results" / "compare_inputs.json"
 
 
@@ -75,6 +76,9 @@ def record(
         for name in systems:
             for stem, messages in transcripts.items():
                 repeatable_clock()
+                if name == "ours_middleware":
+                    out[f"{name}|{window}|{stem}"] = agent_inputs(messages, budget, truth)
+                    continue
                 adapter = peers.make(name, budget, truth)
                 calls: list[list[str]] = []
                 last = 0
@@ -88,6 +92,91 @@ def record(
                     last = i + 1
                 out[f"{name}|{window}|{stem}"] = calls
     return out
+
+
+def agent_inputs(messages: Sequence[BaseMessage], budget: Any, truth: Any) -> list[list[str]]:
+    """The model inputs of ``CompactionMiddleware`` replaying ``messages`` in a real
+    ``create_agent`` run, whichever hooks the commit's middleware has: a scripted model
+    answers call ``k`` with the transcript's ``k``-th assistant message (usage computed from
+    what it received), every tool call is answered with the transcript's result for its id
+    (a fixed text when there is none); when a reply has no tool call the run ends and the
+    next one starts with the transcript's messages up to the next assistant message (tool
+    results left out: the tools gave them). A stop (the middleware's stop message last)
+    ends the replay with ``["STOP"]``."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import StructuredTool
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from bench import peers, workloads
+    from langchain_compact import CompactionConfig, LLMSummarizer
+    from langchain_compact.markers import KIND_STOP, kind_of
+    from langchain_compact.middleware import CompactionMiddleware
+
+    points = workloads.call_points(messages)
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    calls: list[list[str]] = []
+
+    class Replayer(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "transcript-replay"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+        def _generate(self, model_input: list[BaseMessage], *args: Any, **kw: Any) -> ChatResult:
+            calls.append([message_digest(m) for m in model_input])
+            k = len(calls) - 1
+            scripted = messages[points[k]] if k < len(points) else AIMessage("(the end)", id="end")
+            reply = peers.with_usage(scripted, model_input, truth)
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    class Results(AgentMiddleware):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            call_id = request.tool_call["id"]
+            recorded = results.get(call_id)
+            if recorded is None:
+                return ToolMessage(
+                    "(no result)", tool_call_id=call_id, name=request.tool_call["name"]
+                )
+            return recorded
+
+    names = sorted({c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls})
+    tools = [
+        StructuredTool.from_function(
+            func=lambda **kwargs: "",
+            name=n,
+            description=f"the transcript's {n}",
+            args_schema={"type": "object", "properties": {}, "additionalProperties": True},
+        )
+        for n in names
+    ]
+    config = CompactionConfig(
+        context_window=budget.window,
+        trigger_ratio=budget.trigger_ratio,
+        summary_max_tokens=budget.summary_tokens,
+    )
+    summarizer = LLMSummarizer(peers.make_summary_model(budget, truth))
+    middleware = CompactionMiddleware(config=config, summarizer=summarizer, archive=None)
+    agent = create_agent(
+        Replayer(), tools, middleware=[middleware, Results()], checkpointer=InMemorySaver()
+    )
+    run: Any = {"configurable": {"thread_id": "replay"}, "recursion_limit": 10_000}
+    start = 0
+    while True:
+        new = [m for m in messages[start : points[len(calls)]] if not isinstance(m, ToolMessage)]
+        before = len(calls)
+        state = agent.invoke({"messages": new}, run)
+        if kind_of(state["messages"][-1]) == KIND_STOP:
+            calls.append(["STOP"])
+            break
+        if len(calls) == before or len(calls) >= len(points):
+            break  # no model call and no stop, or the transcript's calls are all made
+        start = points[len(calls) - 1] + 1
+    return calls
 
 
 def repeatable_clock() -> None:
