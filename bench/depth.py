@@ -1,6 +1,7 @@
 """``python -m bench.depth``: how deep the package's calls go (issue 32, must-show 1).
 
-A profiler hook (``sys.setprofile``) follows one ``CompactionMiddleware.before_model`` call
+A profiler hook (``sys.setprofile``) follows one ``CompactionMiddleware.wrap_model_call`` call
+(the middleware's one hook)
 and records the chain of the package's own frames under it at two moments:
 
 * **the first changed message**: the first time a package function makes a changed copy of
@@ -11,9 +12,10 @@ and records the chain of the package's own frames under it at two moments:
   (``BaseChatModel.invoke``), with preparing off so the summary is written on the turn's
   thread.
 
-A chain counts the package frames strictly below ``before_model`` down to the one that made
+A chain counts the package frames strictly below ``wrap_model_call`` down to the one that made
 the change or the call, each named; the sans-IO drivers (``drive``/``adrive``) are counted
-as calls like any other. The scenario: ``create_agent``'s middleware hook called directly on
+as calls like any other. The scenario: ``create_agent``'s middleware hook called directly
+(around a model that answers at once) on
 a state of a task and eight 1,500-token tool results in an 8,000-token window (the first
 turn digests the read ones), on one of ten 700-token results (a batch clears the oldest),
 then on a state that needs a full compaction with an
@@ -31,6 +33,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, ClassVar
 
+from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain_core.language_models import BaseChatModel, FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
@@ -41,6 +44,8 @@ OUT = Path(__file__).parent / "results" / "depth.json"
 PACKAGE = "/langchain_compact/"
 _COPY = BaseMessage.model_copy.__code__
 _INVOKE = BaseChatModel.invoke.__code__
+#: The middleware's hook the chains are counted from.
+HOOK = "CompactionMiddleware.wrap_model_call"
 
 
 def _name(frame: FrameType) -> str:
@@ -49,7 +54,7 @@ def _name(frame: FrameType) -> str:
 
 
 def chains(call: Any) -> dict[str, list[str]]:
-    """Run ``call()`` under the hook; the package chains below ``before_model`` at the first
+    """Run ``call()`` under the hook; the package chains below ``wrap_model_call`` at the first
     message copy and the first chat-model call (missing when it never happened)."""
     found: dict[str, list[str]] = {}
 
@@ -57,7 +62,7 @@ def chains(call: Any) -> dict[str, list[str]]:
         names: list[str] = []
         while frame is not None:
             name = _name(frame)
-            if name.endswith("before_model") and PACKAGE in frame.f_code.co_filename:
+            if name.endswith(HOOK) and PACKAGE in frame.f_code.co_filename:
                 return list(reversed(names))
             if PACKAGE in frame.f_code.co_filename:
                 names.append(name)
@@ -98,6 +103,17 @@ def _history(results: int, chars: int) -> list[BaseMessage]:
     return out
 
 
+def _hook(middleware: CompactionMiddleware, state: dict[str, Any]) -> Any:
+    """``middleware``'s hook on ``state``, around a model that answers at once."""
+    request: Any = ModelRequest(
+        model=FakeListChatModel(responses=["ok"]),
+        messages=list(state["messages"]),
+        state=state,
+        runtime=_Runtime(),
+    )
+    return middleware.wrap_model_call(request, lambda r: ModelResponse(result=[AIMessage("ok")]))
+
+
 class _Runtime:
     config: ClassVar[dict[str, Any]] = {"configurable": {"thread_id": "depth"}}
     context = None
@@ -110,10 +126,10 @@ def measure() -> dict[str, Any]:
     window = 8_000
     clearing = CompactionMiddleware(config=CompactionConfig(context_window=window), archive=None)
     state: dict[str, Any] = {"messages": _history(8, 1_500 * 4)}
-    changed = chains(lambda: clearing.before_model(state, _Runtime()))  # type: ignore[arg-type]
+    changed = chains(lambda: _hook(clearing, state))
     # Results under the large-result size: the first change is a batch's cleared result.
     batch: dict[str, Any] = {"messages": _history(10, 700 * 4)}
-    cleared = chains(lambda: clearing.before_model(batch, _Runtime()))  # type: ignore[arg-type]
+    cleared = chains(lambda: _hook(clearing, batch))
     model = FakeListChatModel(responses=["## Summary\nRead m0..m7; the build still fails."] * 20)
     compacting = CompactionMiddleware(
         config=CompactionConfig(
@@ -123,7 +139,7 @@ def measure() -> dict[str, Any]:
         archive=None,
     )
     full: dict[str, Any] = {"messages": _history(3, 2_600 * 4)}
-    summarised = chains(lambda: compacting.before_model(full, _Runtime()))  # type: ignore[arg-type]
+    summarised = chains(lambda: _hook(compacting, full))
     out: dict[str, Any] = {}
     measured = (
         ("first_changed_message", changed),

@@ -290,8 +290,8 @@ TurnOutcome = Literal["continue", "compacted", "stopped"]
 @dataclass(frozen=True, slots=True)
 class Turn:
     """What compaction did before one model call: the one value the integrations translate
-    into their own shape (the graph: state updates; the middleware: ``before_model``'s
-    return value; LCEL: the message list).
+    into their own shape (the graph: state updates; the middleware: a ``Command`` beside
+    the reply; LCEL: the message list).
 
     Made by :meth:`Compactor.turn` (the whole turn), or stage by stage by
     :meth:`Compactor.clear`, :meth:`Compactor.compaction` and :meth:`Compactor.stopping`
@@ -833,7 +833,7 @@ class Compactor:
 
         A malformed call (``invalid_tool_calls``) without a result gets its error result in
         both modes: that is langchain's ``create_agent`` state before its model node answers
-        it (after ``before_model``), not a broken history."""
+        it (a node before the model node sees it so), not a broken history."""
         before = messages if isinstance(messages, list) else list(messages)
         memo = self.memo(thread_id) if ctx is None else ctx.memo
         try:

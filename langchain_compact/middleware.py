@@ -1,13 +1,16 @@
 """``CompactionMiddleware``: compaction for langchain v1 ``create_agent`` (docs/design.md, B6).
 
-A thin adapter over :class:`~langchain_compact.core.Compactor`: one ``before_model`` hook
-runs the core's turn (:meth:`~langchain_compact.core.Compactor.turn`) before every model
-call: micro-compaction (old tool results cleared, oversized ones cut, originals archived
-first), the routing decision, a full compaction when it is due, the check after it (the
-next call must fit: stop when even the smallest context cannot, never loop) and the stop
-message. The hook
-only translates the :class:`~langchain_compact.core.Turn` into its return value, ending the
-run with ``jump_to="end"`` on a stop. Custom stream events and state keys are the graph's.
+A thin adapter over :class:`~langchain_compact.core.Compactor` with one hook,
+``wrap_model_call``: before every model call it runs the core's turn
+(:meth:`~langchain_compact.core.Compactor.turn`) on the request's messages: micro-compaction
+(old tool results cleared, oversized ones cut, originals archived first), the routing
+decision, a full compaction when it is due, the check after it (the next call must fit:
+stop when even the smallest context cannot, never loop) and the stop message. The model is
+called with the turn's messages, and what the turn changed goes into state beside the
+reply as one ``Command`` (on a stop, the stop message is the reply and the model is not
+called). One hook and no node of its own: ``before_model`` and ``after_model`` hooks would
+each add a graph node to every turn (about 0.4 to 0.5 ms of LangGraph's own work a turn,
+``python -m bench.agent_cost``). Custom stream events and state keys are the graph's.
 
 Needs the ``agents`` extra (``pip install 'langchain-compact[agents]'``); the rest of the
 package imports without it.
@@ -18,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
@@ -36,7 +39,6 @@ try:
         ExtendedModelResponse,
         ModelRequest,
         ModelResponse,
-        hook_config,
     )
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
@@ -85,17 +87,19 @@ def _run_config(runtime: Runtime[Any] | None) -> RunnableConfig:
 class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     """Keeps a ``create_agent`` agent inside its context window; stops instead of looping.
 
-    Before every model call: clear old tool results and cut oversized ones (same message
-    ids, so they replace in place; originals archived first); if the usage-anchored context
-    is over ``trigger_ratio * context_window``, replace the history by system messages +
-    the pinned task + summaries + the kept tail. The run goes on whenever the next call fits
-    the window, even above the trigger; only when even the smallest context cannot fit, or a
-    limit is reached (``max_compactions``, thrash guard), does it append a message saying
-    what is done and pending and end the run (``jump_to="end"``). Stale usage from before a
+    Around every model call (``wrap_model_call``, the only hook: no graph node of its own):
+    clear old tool results and cut oversized ones (same message ids, so they replace in
+    place; originals archived first); if the usage-anchored context is over
+    ``trigger_ratio * context_window``, replace the history by system messages + the pinned
+    task + summaries + the kept tail. The model is called with the result, and the changes
+    go into state beside its reply. The run goes on whenever the next call fits the window,
+    even above the trigger; only when even the smallest context cannot fit, or a limit is
+    reached (``max_compactions``, thrash guard), is the model not called: the reply is a
+    message saying what is done and pending, which ends the run. Stale usage from before a
     compaction never triggers another one.
 
     Inside another graph (a supervisor's node, a ``Send`` target) the compacted list is kept
-    under the private ``compaction_view`` key and handed to the model in ``wrap_model_call``;
+    under the private ``compaction_view`` key and handed to the model;
     the shared ``messages`` get only the agent's own new messages, so the parent's history
     keeps what it had (``CompactionConfig.share_compaction``; docs/subagents.md).
 
@@ -161,11 +165,6 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             tools=tools,
             memory=memory,
         )
-        # Summaries being prepared in the background while the model works, by thread:
-        # started in before_model, collected into state in after_model.
-        self._jobs: dict[str, concurrent.futures.Future[Prepared | None]] = {}
-        self._tasks: dict[str, asyncio.Task[Prepared | None]] = {}
-        self._lock = threading.Lock()
 
     @property
     def core(self) -> Compactor:
@@ -177,145 +176,114 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         """The settings in use (``context_window`` resolved)."""
         return self._core.config
 
-    # ------------------------------------------------------------------ hooks
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(
-        self, state: CompactionAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Micro-compact, then compact or stop if needed, before the model is called."""
-        config = _run_config(runtime)
-        thread_id = thread_id_of(config)
-        owner = private_owner(config, self.config.share_compaction)
-        turn = self.core.turn(
-            self._view(state, owner),
-            thread_id,
-            prepared=state.get("prepared_summary"),
-            run_config=config,
-        )
-        if turn.prepare:
-            self._start(turn.messages, thread_id, state.get("prepared_summary"))
-        return self._update(turn, owner, state["messages"])
-
-    @hook_config(can_jump_to=["end"])
-    async def abefore_model(
-        self, state: CompactionAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async twin of :meth:`before_model` (archive and summarizer I/O awaited)."""
-        config = _run_config(runtime)
-        thread_id = thread_id_of(config)
-        owner = private_owner(config, self.config.share_compaction)
-        turn = await self.core.aturn(
-            self._view(state, owner),
-            thread_id,
-            prepared=state.get("prepared_summary"),
-            run_config=config,
-        )
-        if turn.prepare:
-            task = asyncio.get_running_loop().create_task(
-                self.core.aprepare(list(turn.messages), thread_id, state.get("prepared_summary"))
-            )
-            self._tasks[thread_id] = task
-        return self._update(turn, owner, state["messages"])
-
-    def after_model(
-        self, state: CompactionAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Collect a summary prepared during the model call into state (waiting for it only
-        when it takes longer than the model did)."""
-        with self._lock:
-            job = self._jobs.pop(thread_id_of(_run_config(runtime)), None)
-        if job is None:
-            return None
-        try:
-            return self._collected(job.result())
-        except Exception as exc:  # the trigger compacts on the spot instead
-            logger.warning("preparing a summary failed (%s); the trigger will compact", exc)
-            return None
-
-    async def aafter_model(
-        self, state: CompactionAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async twin of :meth:`after_model`."""
-        task = self._tasks.pop(thread_id_of(_run_config(runtime)), None)
-        if task is None:
-            return None
-        try:
-            return self._collected(await task)
-        except Exception as exc:  # the trigger compacts on the spot instead
-            logger.warning("preparing a summary failed (%s); the trigger will compact", exc)
-            return None
-
-    # ------------------------------------------------------------------ the provider's refusal
+    # ------------------------------------------------------------------ the one hook
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any] | AIMessage],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        """Call the model; when the provider refuses for length (langchain-core's
-        ``ContextOverflowError``), reduce the request's messages with every reduction a
+        """Run the core's turn on the request's messages (micro-compaction, the decision, a
+        full compaction when due, the check after it), call the model with the turn's
+        messages, and put what the turn changed in state beside the reply (one
+        ``Command``: :meth:`_answer`). On a stop the model is not called: the stop message
+        is the reply, and with no tool call in it the agent ends. Past the prepare point a
+        summary is prepared in a daemon thread during the model call and collected into
+        state after it. When the provider refuses for length (langchain-core's
+        ``ContextOverflowError``), the turn's messages are reduced with every reduction a
         turn has under the window the refusal teaches (:meth:`Compactor.overflow`, which
-        records it on the history so later calls are estimated against it), retry once,
-        and put the reduced history in state beside the reply. Raises this package's
+        records it on the history so later calls are estimated against it) and the call
+        is retried once; this package's
         :class:`~langchain_compact.errors.ContextOverflowError` (a langchain-core one too)
-        when every reduction is spent. Inside another graph the request's messages are the
-        agent's private compacted view (docs/subagents.md)."""
-        config = _run_config(request.runtime)
-        owner, shared, request = self._viewed(request, config)
+        is raised when every reduction is spent. Inside another graph the turn reads and
+        writes the agent's private compacted view (docs/subagents.md)."""
+        call = self._call(request)
+        turn = self.core.turn(
+            call.view, call.thread_id, prepared=call.prepared, run_config=call.config
+        )
+        if turn.stop is not None:
+            return self._answer(turn.stop, call, turn)
+        job = (
+            in_daemon_thread(
+                "langchain-compact-prepare",
+                self.core.prepare,
+                list(turn.messages),
+                call.thread_id,
+                call.prepared,
+            )
+            if turn.prepare
+            else None
+        )
+        messages: list[Any] = list(turn.messages)
         try:
-            return handler(request)
+            response = handler(request.override(messages=messages))
         except Exception as exc:
             if not is_provider_overflow(exc):
                 raise
-            turn = self.core.overflow(
-                request.messages, thread_id_of(config), run_config=config, write_stop=False
+            retried = self.core.overflow(
+                turn.messages, call.thread_id, run_config=call.config, write_stop=False
             )
-            retry = self._retry_request(request, turn, exc)
-            return self._retried(handler(retry), turn, owner, shared)
+            response = handler(self._retry_request(request, retried, exc))
+            return self._answer(response, call, turn, retried, self._collected(job))
+        return self._answer(response, call, turn, None, self._collected(job))
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any] | AIMessage]],
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        """Async twin of :meth:`wrap_model_call`."""
-        config = _run_config(request.runtime)
-        owner, shared, request = self._viewed(request, config)
-        try:
-            return await handler(request)
-        except Exception as exc:
-            if not is_provider_overflow(exc):
-                raise
-            turn = await self.core.aoverflow(
-                request.messages, thread_id_of(config), run_config=config, write_stop=False
+        """:meth:`wrap_model_call` with the turn's I/O awaited and the summary prepared in
+        a task beside the model call (cancelled when the call fails)."""
+        call = self._call(request)
+        turn = await self.core.aturn(
+            call.view, call.thread_id, prepared=call.prepared, run_config=call.config
+        )
+        if turn.stop is not None:
+            return self._answer(turn.stop, call, turn)
+        task = (
+            asyncio.get_running_loop().create_task(
+                self.core.aprepare(list(turn.messages), call.thread_id, call.prepared)
             )
-            retry = self._retry_request(request, turn, exc)
-            return self._retried(await handler(retry), turn, owner, shared)
+            if turn.prepare
+            else None
+        )
+        messages: list[Any] = list(turn.messages)
+        try:
+            try:
+                response = await handler(request.override(messages=messages))
+            except Exception as exc:
+                if not is_provider_overflow(exc):
+                    raise
+                retried = await self.core.aoverflow(
+                    turn.messages, call.thread_id, run_config=call.config, write_stop=False
+                )
+                response = await handler(self._retry_request(request, retried, exc))
+                return self._answer(response, call, turn, retried, await self._awaited(task))
+        except BaseException:
+            if task is not None:
+                task.cancel()
+            raise
+        return self._answer(response, call, turn, None, await self._awaited(task))
 
-    # ------------------------------------------------------------------ inside another graph
+    # ------------------------------------------------------------------ the turn's input
 
-    def _view(self, state: Any, owner: str | None) -> list[BaseMessage]:
-        """What the turn reads: the state's messages, or inside another graph the private
-        view followed by the shared messages added since."""
-        view = view_of(state["messages"], state.get(VIEW_KEY), owner)
-        return view if isinstance(view, list) else list(view)
-
-    def _viewed(
-        self, request: ModelRequest[Any], config: RunnableConfig
-    ) -> tuple[str | None, list[BaseMessage], ModelRequest[Any]]:
-        """The owner of the private view, the shared messages, and the request with the
-        view as its messages (the same request at the top level)."""
+    def _call(self, request: ModelRequest[Any]) -> _Call:
+        """What the turn runs on: the run's config and thread, the request's messages (the
+        shared list) and, inside another graph, the owner of the private view and the view
+        the turn reads (the view followed by the shared messages added since)."""
+        config = _run_config(request.runtime)
         owner = private_owner(config, self.config.share_compaction)
-        shared: list[BaseMessage] = list(request.messages)
-        if owner is None:
-            return None, shared, request
         state = request.state if isinstance(request.state, dict) else {}
-        view = view_of(request.messages, state.get(VIEW_KEY), owner)
-        if view is request.messages:
-            return owner, shared, request
-        messages: list[Any] = list(view)
-        return owner, shared, request.override(messages=messages)
+        shared: list[BaseMessage] = list(request.messages)
+        view = view_of(shared, state.get(VIEW_KEY), owner)
+        return _Call(
+            config=config,
+            thread_id=thread_id_of(config),
+            owner=owner,
+            shared=shared,
+            view=view if isinstance(view, list) else list(view),
+            prepared=state.get("prepared_summary"),
+        )
 
     @staticmethod
     def _retry_request(request: ModelRequest[Any], turn: Turn, exc: Exception) -> ModelRequest[Any]:
@@ -324,74 +292,84 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         messages: list[Any] = list(turn.messages)
         return request.override(messages=messages)
 
-    @staticmethod
-    def _retried(
-        response: ModelResponse[Any] | AIMessage,
-        turn: Turn,
-        owner: str | None = None,
-        shared: Sequence[BaseMessage] = (),
-    ) -> ExtendedModelResponse[Any]:
-        """The retried reply, with the compacted history as a state update: the reply is
-        added first (the agent's own update), then this one replaces every message by the
-        new history followed by the reply again (same object, so one copy stays). Inside
-        another graph the history is the private view of ``shared`` instead."""
-        model_response = (
-            ModelResponse(result=[response]) if isinstance(response, AIMessage) else response
-        )
-        history = turn.history if turn.history is not None else list(turn.messages)
-        update: dict[str, Any] = dict(turn.keys())
-        if owner is not None:
-            update[VIEW_KEY] = view_record(history, owner, shared)
-            return ExtendedModelResponse(
-                model_response=model_response, command=Command(update=update)
-            )
-        update["messages"] = [
-            RemoveMessage(id=REMOVE_ALL_MESSAGES),
-            *history,
-            *model_response.result,
-        ]
-        return ExtendedModelResponse(model_response=model_response, command=Command(update=update))
-
     # ------------------------------------------------------------------ preparing
 
-    def _start(self, messages: list[BaseMessage], thread_id: str, before: Any = None) -> None:
-        """Prepare the summary in a daemon thread (in a copy of this context, so the
-        summarizer call keeps the run's callbacks and tags) while the model is called; a
-        failure reaches after_model, which logs and drops it."""
-        future = in_daemon_thread(
-            "langchain-compact-prepare", self.core.prepare, list(messages), thread_id, before
-        )
-        with self._lock:
-            self._jobs[thread_id] = future
+    @staticmethod
+    def _collected(job: concurrent.futures.Future[Prepared | None] | None) -> Update:
+        """The summary prepared during the model call as a state update (waiting for it
+        only when it takes longer than the model did); nothing when none was prepared or
+        preparing failed (the trigger then compacts on the spot)."""
+        if job is None:
+            return {}
+        try:
+            return _prepared(job.result())
+        except Exception as exc:
+            logger.warning("preparing a summary failed (%s); the trigger will compact", exc)
+            return {}
 
     @staticmethod
-    def _collected(record: Prepared | None) -> dict[str, Any]:
-        return {"prepared_summary": record.as_dict() if record is not None else None}
+    async def _awaited(task: asyncio.Task[Prepared | None] | None) -> Update:
+        """:meth:`_collected` for the async path's task."""
+        if task is None:
+            return {}
+        try:
+            return _prepared(await task)
+        except Exception as exc:
+            logger.warning("preparing a summary failed (%s); the trigger will compact", exc)
+            return {}
 
     # ------------------------------------------------------------------ the turn's value
 
     @staticmethod
-    def _update(turn: Turn, owner: str | None = None, shared: Sequence[BaseMessage] = ()) -> Update:
-        """The :class:`Turn` as ``before_model``'s return value: its state keys, the
-        messages it changed (placeholders replace by id; a new history replaces all; a stop
-        message appends) and, on a stop, ``jump_to="end"``. Inside another graph
-        (``owner``) the changed list is the private view of ``shared`` instead, and the
-        shared list gets only a stop message."""
+    def _answer(
+        response: ModelResponse[Any] | AIMessage,
+        call: _Call,
+        turn: Turn,
+        retried: Turn | None = None,
+        prepared: Update | None = None,
+    ) -> ExtendedModelResponse[Any]:
+        """The reply (the model's, or the stop message) with what the turn changed as one
+        state update: its state keys (then a retry's, then a prepared summary), and the
+        messages. The agent adds the reply first; a new history (a compaction's, or a
+        retry's after a refusal) then replaces every message and is followed by the reply
+        again (the same object, so one copy stays); placeholders replace by id. Inside
+        another graph the changed list is the private view of the shared one instead,
+        which gets only the reply."""
+        model_response = (
+            ModelResponse(result=[response]) if isinstance(response, AIMessage) else response
+        )
         update: Update = dict(turn.keys())
-        messages: list[BaseMessage]
-        if owner is not None:
-            if turn.history is not None or turn.replaced:
-                view = turn.history if turn.history is not None else turn.messages
-                update[VIEW_KEY] = view_record(view, owner, shared)
-            messages = []
-        elif turn.history is not None:
-            messages = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *turn.history]
-        else:
-            messages = list(turn.replaced.values())
-        if turn.stop is not None:
-            messages.append(turn.stop)
-        if messages:
-            update["messages"] = messages
-        if turn.outcome == "stopped":
-            update["jump_to"] = "end"
-        return update
+        history = turn.history
+        if retried is not None:
+            update.update(retried.keys())
+            history = retried.history if retried.history is not None else list(retried.messages)
+        update.update(prepared or {})
+        if call.owner is not None:
+            if history is not None or turn.replaced:
+                view = history if history is not None else turn.messages
+                update[VIEW_KEY] = view_record(view, call.owner, call.shared)
+        elif history is not None:
+            update["messages"] = [
+                RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                *history,
+                *model_response.result,
+            ]
+        elif turn.replaced:
+            update["messages"] = list(turn.replaced.values())
+        return ExtendedModelResponse(model_response=model_response, command=Command(update=update))
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One model call's input to the turn (:meth:`CompactionMiddleware._call`)."""
+
+    config: RunnableConfig
+    thread_id: str
+    owner: str | None
+    shared: list[BaseMessage]
+    view: list[BaseMessage]
+    prepared: Any
+
+
+def _prepared(record: Prepared | None) -> Update:
+    return {"prepared_summary": record.as_dict() if record is not None else None}

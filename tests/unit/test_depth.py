@@ -1,4 +1,5 @@
-"""Issue 32, must-show 1: how deep the calls go below ``before_model`` (``bench.depth``)."""
+"""Issue 32, must-show 1: how deep the calls go below the middleware's hook,
+``wrap_model_call`` (``bench.depth``)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ def test_the_first_change_is_at_most_six_calls_down_and_the_summary_eight() -> N
         assert changed["chain"][-1] == last, changed
 
 
-def test_the_hook_finds_nothing_outside_before_model() -> None:
+def test_the_hook_finds_nothing_outside_the_middlewares_hook() -> None:
     from langchain_core.messages import HumanMessage
 
-    # a copy made from the package but not below a before_model frame is not counted
+    # a copy made from the package but not below a wrap_model_call frame is not counted
     from langchain_compact.markers import with_meta
 
     assert chains(lambda: with_meta(HumanMessage("x"), kind="cleared")) == {}

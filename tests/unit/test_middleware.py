@@ -10,8 +10,13 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import SummarizationMiddleware
-from langchain_core.language_models import BaseChatModel
+from langchain.agents.middleware import (
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    SummarizationMiddleware,
+)
+from langchain_core.language_models import BaseChatModel, FakeListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, tool
@@ -186,18 +191,35 @@ async def test_stale_usage_after_a_compaction_does_not_retrigger(mode: str) -> N
     # the newest response reports 5000 input tokens: far over the trigger of 750
     messages = _history(pairs=6, usage=5000)
 
-    async def hook(msgs: list[BaseMessage]) -> dict[str, Any] | None:
-        state: Any = {"messages": msgs}
+    reply = AIMessage("Next step.", id="reply")
+
+    async def hook(msgs: list[BaseMessage]) -> dict[str, Any]:
+        """The middleware's one hook around a model that answers ``reply``: the state
+        update it returns beside the reply."""
+        request: Any = ModelRequest(
+            model=FakeListChatModel(responses=["unused"]),
+            messages=list(msgs),
+            state={"messages": msgs},
+            runtime=Runtime(),
+        )
         if mode == "sync":
-            return middleware.before_model(state, Runtime())
-        return await middleware.abefore_model(state, Runtime())
+            out = middleware.wrap_model_call(request, lambda r: ModelResponse(result=[reply]))
+        else:
+
+            async def handler(r: Any) -> ModelResponse[Any]:
+                return ModelResponse(result=[reply])
+
+            out = await middleware.awrap_model_call(request, handler)
+        assert isinstance(out, ExtendedModelResponse) and out.command is not None
+        assert out.model_response.result == [reply]
+        return dict(out.command.update or {})
 
     first = await hook(messages)
-    assert first is not None and first["transition"] == "compacted"
-    assert first["compaction_count"] == 1 and "jump_to" not in first
-    previous: list[Any] = list(messages)
-    after: Any = add_messages(previous, first["messages"])
+    assert first["transition"] == "compacted" and first["compaction_count"] == 1
+    assert first["messages"][-1] is reply  # the new history, then the reply again
+    after: Any = add_messages(add_messages(list(messages), [reply]), first["messages"])
     assert any(m.id == "a5" for m in after)  # the response with the stale 5000 is kept
+    assert after[-1].id == "reply" and sum(m.id == "reply" for m in after) == 1
 
     second = await hook(after)
     assert second == {"transition": "continue"}
