@@ -140,7 +140,10 @@ def agent_inputs(messages: Sequence[BaseMessage], budget: Any, truth: Any) -> li
             recorded = results.get(call_id)
             if recorded is None:
                 return ToolMessage(
-                    "(no result)", tool_call_id=call_id, name=request.tool_call["name"]
+                    "(no result)",
+                    tool_call_id=call_id,
+                    name=request.tool_call["name"],
+                    id=f"no-result-{call_id}",
                 )
             return recorded
 
