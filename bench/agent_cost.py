@@ -16,7 +16,10 @@ message only, so the model's own cost does not grow with its input) that calls o
   trigger=("tokens", T), keep=("messages", 4))``;
 * ``deepagents``: deepagents' summarization middleware as ``create_deep_agent`` builds it
   (:func:`bench.peers.deepagents_agent`: it also writes what it summarizes away to its
-  ``StateBackend``).
+  ``StateBackend``);
+* on request only (``--systems none empty_before empty_after empty_wrap``): a middleware with
+  one hook that does nothing, for what the hook itself costs (``before_model`` and
+  ``after_model`` are graph nodes; ``wrap_model_call`` runs inside the model node).
 
 A turn is the time from one model call to the next (the tool, the graph, every hook, the
 model's own constant cost): wall (``perf_counter``) and CPU of the whole process
@@ -56,12 +59,18 @@ from bench.peers import Budget, deepagents_agent
 from bench.subagents import Worker
 
 SYSTEMS = ("none", "ours", "ours_no_archive", "lc_summarization", "deepagents")
+#: Middleware that does nothing, to measure what a hook costs LangGraph itself (not run by
+#: default: ``--systems none empty_before empty_after empty_wrap``).
+EMPTY = ("empty_before", "empty_after", "empty_wrap")
 LABELS = {
     "none": "no middleware",
     "ours": "langchain-compact CompactionMiddleware (default archive)",
     "ours_no_archive": "langchain-compact CompactionMiddleware (archive=None)",
     "lc_summarization": "langchain SummarizationMiddleware",
     "deepagents": "deepagents SummarizationMiddleware (StateBackend)",
+    "empty_before": "a middleware with an empty before_model (a graph node)",
+    "empty_after": "a middleware with an empty after_model (a graph node)",
+    "empty_wrap": "a middleware with a wrap_model_call that calls the model",
 }
 WINDOWS = (16_000, 128_000)
 TURNS = 150
@@ -179,7 +188,29 @@ def build(system: str, model: Looper, budget: Budget, archive_dir: str) -> Any:
         return create_agent(model, [read], middleware=[lc])
     if system == "deepagents":
         return deepagents_agent(budget, model, [read], summary_model)
+    if system in EMPTY:
+        return create_agent(model, [read], middleware=[_empty(system)])
     raise ValueError(f"unknown system {system!r}; choose from {SYSTEMS}")
+
+
+def _empty(system: str) -> Any:
+    """The middleware of ``system``, one of :data:`EMPTY`: one hook that changes nothing."""
+    from langchain.agents.middleware import AgentMiddleware
+
+    class EmptyBefore(AgentMiddleware):
+        def before_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+    class EmptyAfter(AgentMiddleware):
+        def after_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+    class EmptyWrap(AgentMiddleware):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+    kinds = {"empty_before": EmptyBefore, "empty_after": EmptyAfter, "empty_wrap": EmptyWrap}
+    return kinds[system]()
 
 
 def episode(system: str, window: int, turns: int, tag: str) -> dict[str, Any]:
@@ -283,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--repeats", type=int, default=3, help="episodes per (window, system)")
     parser.add_argument("--windows", type=int, nargs="+", default=list(WINDOWS))
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS + EMPTY)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--profile", choices=SYSTEMS, help="cProfile one 128k episode")
     parser.add_argument("--top", type=int, default=40)

@@ -170,6 +170,28 @@ def test_max_compactions_reached_ends_with_the_stop_message() -> None:
     assert not task.check(last.text).ok
 
 
+def test_a_stop_is_the_model_nodes_reply_without_a_model_call() -> None:
+    """The middleware's one hook (``wrap_model_call``): on a stop the model is not called,
+    the stop message is the model node's reply and the agent ends on it; no node of the
+    middleware's own runs in a turn."""
+    task = DependentTask(steps=14)
+    seen: list[list[BaseMessage]] = []
+    config = CompactionConfig(context_window=WINDOW, max_compactions=1, **FULL)
+    agent = agent_for(task, ContextReadingPolicy(recorder=seen), config=config)
+    nodes: list[str] = []
+    last: Any = None
+    start = {"messages": [HumanMessage(task.prompt())]}
+    for chunk in agent.stream(start, RUN, stream_mode="updates"):
+        for node, update in chunk.items():
+            nodes.append(node)
+            last = update
+    assert set(nodes) == {"model", "tools"}
+    assert nodes[-1] == "model" and nodes.count("model") == len(seen) + 1
+    assert isinstance(last, dict) and last["transition"] == "stopped"
+    assert kind_of(last["messages"][-1]) == KIND_STOP
+    assert "max_compactions=1" in last["stop_reason"]
+
+
 # -- stale usage ----------------------------------------------------------------------------
 
 
