@@ -106,10 +106,13 @@ WORDS = [
 ]
 
 
-def result_text(k: int) -> str:
-    """The ``k``-th tool result: 1,000 to 2,000 o200k tokens of numbered lines."""
+def result_text(k: int, episode: str = "") -> str:
+    """The ``k``-th tool result of ``episode``: 1,000 to 2,000 o200k tokens of numbered
+    lines. The episode is named in the first line, so no episode's results are the texts
+    of another's: a count or digest a system cached in an earlier episode (the warm-up's,
+    another repetition's) is never a hit, as it is not for an agent's new tool results."""
     target = 1_000 + (k * 617) % 1_001
-    lines = [f"result {k}:"]
+    lines = [f"result {k} of {episode}:" if episode else f"result {k}:"]
     i = 0
     while len(lines) * 14 < target:  # about 14 tokens a line
         words = " ".join(WORDS[(k * 7 + i * 3 + j) % len(WORDS)] for j in range(8))
@@ -153,14 +156,14 @@ class Looper(Worker):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def build(system: str, model: Looper, budget: Budget, archive_dir: str) -> Any:
-    """The compiled agent of ``system``."""
+def build(system: str, model: Looper, budget: Budget, archive_dir: str, episode: str = "") -> Any:
+    """The compiled agent of ``system``; its tool returns ``episode``'s results."""
     from langchain.agents import create_agent
 
     @tool
     def read(part: str) -> str:
         """Read one part of the material."""
-        return result_text(int(part))
+        return result_text(int(part), episode)
 
     summary_model = SleepySummarizer(latency=0.0)
     if system == "none":
@@ -218,7 +221,7 @@ def episode(system: str, window: int, turns: int, tag: str) -> dict[str, Any]:
     budget = Budget(window)
     model = Looper(window=window, reads=turns)
     with tempfile.TemporaryDirectory() as archive_dir:
-        agent = build(system, model, budget, archive_dir)
+        agent = build(system, model, budget, archive_dir, tag)
         config: Any = {"configurable": {"thread_id": tag}, "recursion_limit": 20 * turns + 50}
         gc.collect()
         out = agent.invoke({"messages": [("user", "Read every part, then answer.")]}, config)
