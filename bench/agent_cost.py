@@ -321,7 +321,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--profile", choices=SYSTEMS, help="cProfile one 128k episode")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument(
+        "--precount-min-chars",
+        type=int,
+        default=None,
+        help="tool results this long are counted ahead on a thread (tokens.PRECOUNT_MIN_CHARS)",
+    )
     args = parser.parse_args(argv)
+    if args.precount_min_chars is not None:
+        from langchain_compact import tokens
+
+        tokens.PRECOUNT_MIN_CHARS = args.precount_min_chars
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # peers' deprecation warnings are not ours
         if args.profile:

@@ -10,7 +10,8 @@ called with the turn's messages, and what the turn changed goes into state besid
 reply as one ``Command`` (on a stop, the stop message is the reply and the model is not
 called). One hook and no node of its own: ``before_model`` and ``after_model`` hooks would
 each add a graph node to every turn (about 0.4 ms of LangGraph's own work a turn each,
-``python -m bench.agent_cost --systems none empty_before empty_after empty_wrap``). Custom stream events and state keys are the graph's.
+``python -m bench.agent_cost --systems none empty_before empty_after empty_wrap``).
+Custom stream events and state keys are the graph's.
 
 Needs the ``agents`` extra (``pip install 'langchain-compact[agents]'``); the rest of the
 package imports without it.

@@ -380,8 +380,12 @@ def test_unread_large_results_are_counted_ahead_off_the_calling_thread() -> None
     precise = tokens.precise_counter()
     if precise is None:
         pytest.skip("tiktoken's o200k files are not available here")
-    big = "\n".join(f"line {i}: value={i * 7919}" for i in range(600))
-    small = "short result"
+    big = "\n".join(f"line {i}: value={i * 7919}" for i in range(1_200))
+    assert len(big) >= tokens.PRECOUNT_MIN_CHARS
+    # a result of a few thousand characters is counted on the turn's thread when needed:
+    # handing it to the thread cost more CPU than counting it there (PRECOUNT_MIN_CHARS)
+    small = "\n".join(f"line {i}: value={i * 31}" for i in range(300))
+    assert 4_000 <= len(small) < tokens.PRECOUNT_MIN_CHARS
     read = "\n".join(f"read {i}" for i in range(900))
     history: list[BaseMessage] = [
         HumanMessage("task"),
@@ -401,6 +405,6 @@ def test_unread_large_results_are_counted_ahead_off_the_calling_thread() -> None
     assert tokens._precount_queue is not None
     tokens._precount_queue.join()
     assert tokens._text_key(big) in precise._cache
-    assert tokens._text_key(small) not in precise._cache  # too small to be worth it
+    assert tokens._text_key(small) not in precise._cache  # too small to be worth a thread
     assert tokens._text_key(read) not in precise._cache  # read already: not re-counted
     assert precise.count_text(big) == len(precise._encoder.encode(big, disallowed_special=()))

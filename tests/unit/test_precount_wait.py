@@ -19,7 +19,7 @@ def test_the_turn_waits_for_the_precount_of_the_same_result(
 ) -> None:
     counter = tokens.precise_counter()
     assert counter is not None, "the tests provision tiktoken's o200k_base file"
-    text = f"result {uuid.uuid4()}\n" + "line of a log, value = 12345\n" * 400
+    text = f"result {uuid.uuid4()}\n" + "line of a log, value = 12345\n" * 800
     started = threading.Event()
     encoded: list[str] = []
     real = tokens.TiktokenCounter._encoded
