@@ -25,6 +25,7 @@ It needs ``../shared`` beside the checkout (or ``LC_TRAJECTORY_DIR``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -84,6 +85,7 @@ def record(
                 last = 0
                 for i in workloads.call_points(messages):
                     res = adapter.prepare(messages[last:i])
+                    settle(adapter)
                     if res.stopped:
                         calls.append(["STOP"])
                         break
@@ -92,6 +94,19 @@ def record(
                     last = i + 1
                 out[f"{name}|{window}|{stem}"] = calls
     return out
+
+
+def settle(adapter: Any) -> None:
+    """Wait for the summaries an LCEL chain (``ours_lcel``) prepares in the background, as a
+    model call that takes longer than preparing does would (the replay's model answers at
+    once). Without this the chain's next call finds a job still running or done by the
+    timing of the run, and a replay's inputs could differ between two runs of one commit
+    (the ponyc replay at 8k did, from call 18, in about one run in five)."""
+    func = getattr(getattr(adapter, "runnable", None), "func", None)
+    jobs = getattr(getattr(func, "__self__", None), "_preparing", None) or {}
+    for job in list(jobs.values()):
+        with contextlib.suppress(Exception):  # a failed job is read by the chain's next call
+            job.result()
 
 
 def agent_inputs(messages: Sequence[BaseMessage], budget: Any, truth: Any) -> list[list[str]]:
