@@ -131,6 +131,8 @@ def agent_inputs(messages: Sequence[BaseMessage], budget: Any, truth: Any) -> li
     from langchain_compact.middleware import CompactionMiddleware
 
     points = workloads.call_points(messages)
+    if not points:  # no assistant message: no model call to replay
+        return []
     results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     calls: list[list[str]] = []
 
