@@ -39,6 +39,8 @@ _STRONG_ID_RE = re.compile(r"\b[A-Z][A-Z0-9]*-\d+|[\u4e00-\u9fff]{1,8}-\d+|https
 _PATH_RE = re.compile(r"(?:^|\s)(?:~|\.{1,2})?/[\w.\-]+/")
 _ID_RE = re.compile(_STRONG_ID_RE.pattern + "|" + _PATH_RE.pattern)
 _NUM_RE = re.compile(r"\d")
+#: What every ticket-like id of ``_STRONG_ID_RE`` holds: a ``-`` with a digit after it.
+_DASH_DIGIT_RE = re.compile(r"-\d")
 _BLOCK_REF_RE = re.compile(r"^\[(?:image|file|audio|video|document)\b")
 _ANY_BLOCK_REF_RE = re.compile(r"\[(?:image|file|audio|video|document)\b")
 #: Lines that look like code or markup rather than facts.
@@ -73,25 +75,34 @@ def _clip(line: str) -> str:
     return word_prefix(line[: _WIDTH - 4]).rstrip() + " ..."
 
 
+def _hints(line: str) -> tuple[bool, bool, bool, bool] | None:
+    """Which of :func:`_score`'s patterns can match ``line``, by what every match of each
+    needs (``in`` tests, far cheaper than a pattern call): a ticket-like id a ``-`` with a
+    digit after it or a URL ``://``, ``key = value`` a ``=``, a path ``/`` (it has two),
+    ``key: value`` a ``:``. ``(id, eq, path, colon)``, or ``None`` when none can."""
+    eq, colon, path = "=" in line, ":" in line, "/" in line
+    strong = ("-" in line and _DASH_DIGIT_RE.search(line) is not None) or "://" in line
+    return (strong, eq, path, colon) if strong or eq or path or colon else None
+
+
 def _score(line: str) -> int | None:
     """0: ``key = value`` with a number or an id, or a line naming a ticket-like id or URL
     (an id in the middle of a log outranks the numbers of every log line around it); 1:
     ``key: value`` with data, or a line with a path; 2: other key/value lines; ``None``: not a
-    fact line."""
-    # Every fact pattern needs one of these characters (ids ``-``, URLs ``:``, paths ``/``).
-    if "=" not in line and ":" not in line and "/" not in line and "-" not in line:
+    fact line. Each pattern runs only where :func:`_hints` says it can match."""
+    hints = _hints(line)
+    if hints is None or _NOISE_RE.match(line):
         return None
-    if _NOISE_RE.match(line):
-        return None
-    if _STRONG_ID_RE.search(line):
+    strong, eq, path, colon = hints
+    if strong and _STRONG_ID_RE.search(line):
         return 0
     # No ticket-like id or URL: an id (``_ID_RE``) is a path, data is a path or a digit.
     # Each pattern runs at most once, and only where the answer depends on it.
-    if _EQ_RE.match(line):
-        return 0 if _PATH_RE.search(line) or _NUM_RE.search(line) else 2
-    if _PATH_RE.search(line):
+    if eq and _EQ_RE.match(line):
+        return 0 if (path and _PATH_RE.search(line)) or _NUM_RE.search(line) else 2
+    if path and _PATH_RE.search(line):
         return 1
-    if _COLON_RE.match(line):
+    if colon and _COLON_RE.match(line):
         return 1 if _NUM_RE.search(line) else 2
     return None
 
@@ -186,10 +197,6 @@ _FACT_MEMO_LIMIT = 1_024
 _MEMO_KEEP = 16
 
 
-#: What every ticket-like id of ``_STRONG_ID_RE`` holds: a ``-`` with a digit after it.
-_DASH_DIGIT_RE = re.compile(r"-\d")
-
-
 def remember_facts(text: str) -> None:
     """Score the fact lines of ``text`` ahead, and count the block of them a placeholder
     would carry (the precount thread does this for large unread results, so the turn
@@ -209,35 +216,8 @@ if remember_facts not in PRECOUNT_HOOKS:
 
 
 def _line_scores(lines: list[str]) -> list[tuple[int, int]]:
-    """``(index, score)`` of the (stripped) ``lines`` :func:`_score` accepts, in order: each
-    of its patterns run only on the lines holding a character every match of it needs
-    (``in`` tests, far cheaper than a pattern call)."""
-    scores: list[tuple[int, int]] = []
-    for i, line in enumerate(lines):
-        eq, colon, path = "=" in line, ":" in line, "/" in line
-        # a ticket-like id needs ``-`` and a digit after it, a URL ``://``
-        strong = ("-" in line and _DASH_DIGIT_RE.search(line) is not None) or "://" in line
-        if not (eq or colon or path or strong):
-            continue
-        score = _hinted_score(line, strong, eq, path, colon)
-        if score is not None:
-            scores.append((i, score))
-    return scores
-
-
-def _hinted_score(line: str, strong: bool, eq: bool, path: bool, colon: bool) -> int | None:
-    """:func:`_score` of ``line``, each pattern run only where its hint was found."""
-    if _NOISE_RE.match(line):
-        return None
-    if strong and _STRONG_ID_RE.search(line):
-        return 0
-    if eq and _EQ_RE.match(line):
-        return 0 if (path and _PATH_RE.search(line)) or _NUM_RE.search(line) else 2
-    if path and _PATH_RE.search(line):
-        return 1
-    if colon and _COLON_RE.match(line):
-        return 1 if _NUM_RE.search(line) else 2
-    return None
+    """``(index, score)`` of the (stripped) ``lines`` :func:`_score` accepts, in order."""
+    return [(i, score) for i, line in enumerate(lines) if (score := _score(line)) is not None]
 
 
 def _scored(text: str) -> tuple[tuple[int, int, str], ...]:
