@@ -289,7 +289,8 @@ def _long_run_price(run: str) -> float | None:
 # that need a look (long words, whitespace runs of two or more, symbol runs of four or more,
 # long runs of letters and digits) found by regexes that begin with a literal over the
 # classes. The result equals the regex passes' on every ASCII text
-# (tests/unit/test_estimate_patterns.py) in about a quarter of the time.
+# (tests/unit/test_estimate_patterns.py) in a third to two thirds of the time
+# (``python -m bench.counting --estimate-against REV``).
 
 _ASCII = [chr(code) for code in range(128)]
 
@@ -342,22 +343,25 @@ def _ascii_pieces(text: str, n: float) -> float:
     """``n`` plus the tokens of the pieces of ``text``, an ASCII text, before the ASCII
     slack: what the regex passes count (long runs, :func:`_words_and_spacing`, symbol runs),
     in byte passes."""
+    raw = text.encode("ascii")
     if len(text) >= 8:
         runs: list[float] = []
-        text = _ascii_long_runs(text, runs)
-        n += sum(runs)
-    raw = text.encode("ascii")
+        text = _ascii_long_runs(text, raw, runs)
+        if runs:  # priced runs were taken out: the text changed
+            n += sum(runs)
+            raw = text.encode("ascii")
     join = raw.translate(_JOIN_CLASSES)
     n += _ascii_words_and_spacing(text, raw, join)
     return n + _ascii_symbols(text, join)
 
 
-def _ascii_long_runs(text: str, runs: list[float]) -> str:
-    """``text`` with its long runs of letters and digits priced whole replaced by a space
-    (their prices appended to ``runs``), as ``_LONG_RUN_RE.sub`` with :func:`_long_run`."""
+def _ascii_long_runs(text: str, raw: bytes, runs: list[float]) -> str:
+    """``text`` (``raw``: its bytes) with its long runs of letters and digits priced whole
+    replaced by a space (their prices appended to ``runs``), as ``_LONG_RUN_RE.sub`` with
+    :func:`_long_run`."""
     kept: list[str] = []
     at = 0
-    for match in _CLASS_LONG_RUN.finditer(text.encode("ascii").translate(_RUN_CLASSES)):
+    for match in _CLASS_LONG_RUN.finditer(raw.translate(_RUN_CLASSES)):
         start, end = match.span()
         price = _long_run_price(text[start:end])
         if price is not None:
