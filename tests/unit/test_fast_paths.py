@@ -408,3 +408,78 @@ def test_unread_large_results_are_counted_ahead_off_the_calling_thread() -> None
     assert tokens._text_key(small) not in precise._cache  # too small to be worth a thread
     assert tokens._text_key(read) not in precise._cache  # read already: not re-counted
     assert precise.count_text(big) == len(precise._encoder.encode(big, disallowed_special=()))
+
+
+def _reported_history(kind: str, seed: int, ratio: float, counter: Any = None) -> list[BaseMessage]:
+    """A task, ten tool turns of ``kind`` text and a reply reporting ``ratio`` times
+    ``counter``'s count (o200k's by default) of everything before it (the list the report
+    describes)."""
+    from _content import sample
+
+    counter = counter or tokens.precise_counter()
+    assert counter is not None
+    out: list[BaseMessage] = [HumanMessage("Read the parts, then answer.", id="h")]
+    for k in range(10):
+        call = {"name": "read", "args": {"part": str(k)}, "id": f"c{k}"}
+        out.append(AIMessage("", tool_calls=[call], id=f"a{k}"))
+        text = sample(kind, seed * 100 + k, 1_500 + 400 * k)
+        out.append(ToolMessage(text, tool_call_id=f"c{k}", id=f"t{k}"))
+    reported = int(ratio * (counter(out) - tokens.TOKENS_REPLY_PRIMING))
+    usage = {"input_tokens": reported, "output_tokens": 5, "total_tokens": reported + 5}
+    out.append(AIMessage("done", usage_metadata=usage, id="a-last"))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["english", "code", "chinese", "json", "logs", "paths"])
+def test_checking_a_report_against_the_estimate_first_never_changes_the_answer(kind: str) -> None:
+    """``_describes`` accepts a report that is at least the share of the package's estimate
+    of what it describes before counting anything with o200k (the estimate bounds o200k
+    from above). Over reports from half to 1.3 times the o200k count, on every content
+    class, its answer is the o200k rule's: the report at least the share of the o200k count
+    (``_reported_and_local`` with the precise counter, the check it made before)."""
+    precise = tokens.precise_counter()
+    if precise is None:
+        pytest.skip("tiktoken's o200k files are not available here")
+    for strict, share in ((True, tokens.VERIFIED_SHARE), (False, tokens.MIN_REPORTED_SHARE)):
+        for step in range(17):
+            history = _reported_history(kind, step, 0.5 + step * 0.05)
+            facts = history_facts(history)
+            assert facts is not None and facts.anchor is not None
+            pair = tokens._reported_and_local(history, precise, None, facts.anchor)
+            assert pair is not None
+            expected = pair[0] >= share * pair[1]
+            got = tokens._describes(
+                history, approximate_tokens, None, facts.anchor, strict=strict, facts=facts
+            )
+            assert got == expected, (kind, strict, step, pair)
+
+
+def test_a_report_that_describes_the_list_needs_no_o200k_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A provider that counts at least as the estimate does (Claude's tokenizer, a chat
+    template): the check of its report encodes none of the results with o200k. A report
+    far below it (a list handed back with what a compaction replaced) is still refused."""
+    precise = tokens.precise_counter()
+    if precise is None:
+        pytest.skip("tiktoken's o200k files are not available here")
+    history = _reported_history("english", 7_001, 1.0, approximate_tokens)  # texts new here
+    estimate = history[-1].usage_metadata["input_tokens"]  # type: ignore[index]
+    encoded: list[str] = []
+    real = tokens.TiktokenCounter._encoded
+
+    def spy(self: tokens.TiktokenCounter, text: str) -> int:
+        encoded.append(text)
+        return real(self, text)
+
+    monkeypatch.setattr(tokens.TiktokenCounter, "_encoded", spy)
+    facts = history_facts(history)
+    assert facts is not None and facts.anchor is not None
+    assert tokens._describes(history, approximate_tokens, None, facts.anchor, facts=facts)
+    assert not [t for t in encoded if len(t) >= 1_000]
+    low = {"input_tokens": estimate // 2, "output_tokens": 5, "total_tokens": estimate // 2 + 5}
+    history[-1] = history[-1].model_copy(update={"usage_metadata": low})
+    facts = history_facts(history)
+    assert facts is not None and facts.anchor is not None
+    assert not tokens._describes(history, approximate_tokens, None, facts.anchor, facts=facts)
+    assert [t for t in encoded if len(t) >= 1_000]  # refused on the o200k count
