@@ -1234,8 +1234,6 @@ def _describes(
         else (counter, MIN_REPORTED_SHARE)
     )
     del tools  # the messages alone (see above)
-    if precise is not None and _reported_above_estimate(messages, anchor, share, precise, facts):
-        return True
     pair = _reported_and_local(messages, counting, None, anchor, facts)
     if pair is None or pair[0] >= share * pair[1]:
         return True
@@ -1247,33 +1245,6 @@ def _describes(
         [*messages[item:i], messages[i]], counting, None, (i - item, *anchor[1:])
     )
     return since is None or since[0] >= share * since[1]
-
-
-def _reported_above_estimate(
-    messages: Sequence[BaseMessage],
-    anchor: tuple[int, int, int],
-    share: float,
-    precise: TiktokenCounter,
-    facts: HistoryFacts | None,
-) -> bool:
-    """Whether the usage report at ``anchor`` is at least ``share`` of the package's estimate
-    of the messages before it (what was cleared since credited at the larger of the two
-    counts recorded): the estimate bounds o200k from above on every class
-    (``tests/unit/test_estimates.py``), so such a report passes :func:`_describes`' o200k
-    check too, and the new messages need no o200k count to show it. The estimate is the
-    one a turn counts with anyway (each message once, summed with the history's facts), so
-    a report that describes the list (every call of an agent whose provider counts like
-    o200k or above) costs no tokenizer pass; the o200k count decides the rest."""
-    i, _anchored, credit = anchor
-    usage = getattr(messages[i], "usage_metadata", None) or {}
-    reported = int(usage.get("input_tokens", 0))
-    if reported <= 0:
-        return False
-    credit = max(credit, _tiktoken_credit(messages, i, credit)) if credit else 0
-    pricing = precise.pricing  # images priced alike on both sides
-    estimate = approximate_tokens if pricing == LARGEST else ApproximateCounter(pricing)
-    local = _prefix_local(messages, i, estimate, facts) + credit
-    return reported >= share * local
 
 
 def _local(messages: Sequence[BaseMessage], counter: TokenCounter) -> int:
