@@ -12,6 +12,8 @@ message only, so the model's own cost does not grow with its input) that calls o
 * ``ours``: ``CompactionMiddleware`` with its default archive (JSONL files, in a temporary
   ``archive_dir``) and ``LLMSummarizer(<summary model>)``;
 * ``ours_no_archive``: the same with ``archive=None``;
+* ``ours_store``: the same archiving to ``StoreArchive(InMemoryStore())``: in memory, as
+  deepagents' ``StateBackend`` keeps what it removes (no file, no fsync);
 * ``lc_summarization``: langchain's ``SummarizationMiddleware(model=<summary model>,
   trigger=("tokens", T), keep=("messages", 4))``;
 * ``deepagents``: deepagents' summarization middleware as ``create_deep_agent`` builds it
@@ -58,7 +60,7 @@ from bench._pause_models import SleepySummarizer
 from bench.peers import Budget, deepagents_agent
 from bench.subagents import Worker
 
-SYSTEMS = ("none", "ours", "ours_no_archive", "lc_summarization", "deepagents")
+SYSTEMS = ("none", "ours", "ours_no_archive", "ours_store", "lc_summarization", "deepagents")
 #: Middleware that does nothing, to measure what a hook costs LangGraph itself (not run by
 #: default: ``--systems none empty_before empty_after empty_wrap``).
 EMPTY = ("empty_before", "empty_after", "empty_wrap")
@@ -66,6 +68,7 @@ LABELS = {
     "none": "no middleware",
     "ours": "langchain-compact CompactionMiddleware (default archive)",
     "ours_no_archive": "langchain-compact CompactionMiddleware (archive=None)",
+    "ours_store": "langchain-compact CompactionMiddleware (StoreArchive(InMemoryStore()))",
     "lc_summarization": "langchain SummarizationMiddleware",
     "deepagents": "deepagents SummarizationMiddleware (StateBackend)",
     "empty_before": "a middleware with an empty before_model (a graph node)",
@@ -168,7 +171,7 @@ def build(system: str, model: Looper, budget: Budget, archive_dir: str, episode:
     summary_model = SleepySummarizer(latency=0.0)
     if system == "none":
         return create_agent(model, [read])
-    if system in ("ours", "ours_no_archive"):
+    if system in ("ours", "ours_no_archive", "ours_store"):
         from langchain_compact import CompactionConfig, CompactionMiddleware, LLMSummarizer
 
         config = CompactionConfig(
@@ -177,7 +180,15 @@ def build(system: str, model: Looper, budget: Budget, archive_dir: str, episode:
             summary_max_tokens=budget.summary_tokens,
             archive_dir=archive_dir,
         )
-        extra: dict[str, Any] = {"archive": None} if system == "ours_no_archive" else {}
+        extra: dict[str, Any] = {}
+        if system == "ours_no_archive":
+            extra["archive"] = None
+        elif system == "ours_store":
+            from langgraph.store.memory import InMemoryStore
+
+            from langchain_compact import StoreArchive
+
+            extra["archive"] = StoreArchive(InMemoryStore())
         middleware = CompactionMiddleware(
             config=config, summarizer=LLMSummarizer(summary_model), **extra
         )

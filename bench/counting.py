@@ -243,7 +243,7 @@ def microcompaction(transcripts: dict[str, list[BaseMessage]]) -> dict[str, Any]
 
 
 def _clear_estimate_caches(module: Any) -> None:
-    for name in ("_script_word", "_greedy_whitespace", "_symbol_run", "_symbol"):
+    for name in ("_script_word", "_ascii_word", "_greedy_whitespace", "_symbol_run", "_symbol"):
         cached = getattr(module, name, None)
         if cached is not None and hasattr(cached, "cache_clear"):
             cached.cache_clear()
@@ -286,7 +286,7 @@ def estimate_by_class(transcripts: dict[str, list[BaseMessage]] | None = None) -
     from _content import GENERATORS, sample
 
     enc = tiktoken.get_encoding("o200k_base")
-    _estimate.estimate("warm: слово ─ \u2028 \t\n ")  # the tables load once per process
+    _estimate.estimate("warm: слово ─ \u2028 \t\n xqzv")  # the tables load once per process
     rows = {
         kind: _estimate_row(_estimate, [sample(kind, seed, 8_000) for seed in range(5)], enc)
         for kind in sorted(GENERATORS)

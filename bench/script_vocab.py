@@ -10,6 +10,12 @@ these scripts without tokenizer files: greedy longest match over these strings
 (``_estimate._script_word``; tests/unit/test_estimates.py checks the result against o200k on
 generated prose and random letters of each script).
 
+It also writes ``langchain_compact/_ascii_vocab.zlib``: o200k's one-token strings of ASCII
+letters, with the leading space where o200k has one (about 86,000). ``approximate_tokens``
+prices an ASCII word o200k has no token for by the greedy longest match over them
+(``_estimate._ascii_word``): a word of random letters is 2 to 6 tokens, not the one a word
+of English is.
+
 Run: ``python -m bench.script_vocab`` (needs tiktoken's o200k_base).
 """
 
@@ -28,6 +34,7 @@ CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\u
 #: The last entry: this mark, then :func:`three_token_blocks`.
 BLOCKS_MARK = "\x01"
 TARGET = Path(__file__).resolve().parents[1] / "langchain_compact" / "_script_vocab.zlib"
+ASCII_TARGET = TARGET.with_name("_ascii_vocab.zlib")
 
 
 def strings() -> list[str]:
@@ -59,6 +66,22 @@ def strings() -> list[str]:
     return sorted(found)
 
 
+def ascii_strings() -> list[str]:
+    """o200k's one-token strings of ASCII letters, a leading space kept."""
+    provision_tiktoken_cache()
+    enc = tiktoken.get_encoding("o200k_base")
+    found = set()
+    for rank in range(enc.n_vocab):
+        try:
+            text = enc.decode_single_token_bytes(rank).decode("ascii")
+        except (KeyError, UnicodeDecodeError):
+            continue
+        word = text[1:] if text.startswith(" ") else text
+        if word.isalpha():
+            found.add(text)
+    return sorted(found)
+
+
 def three_token_blocks() -> str:
     """The blocks of 64 code points (one first two UTF-8 bytes) of the BMP in which o200k
     splits a character it has no token for into three tokens (elsewhere two: its first
@@ -79,6 +102,9 @@ def main() -> None:
     found.append(BLOCKS_MARK + three_token_blocks())
     TARGET.write_bytes(zlib.compress("\0".join(found).encode("utf-8"), 9))
     print(TARGET, len(found), TARGET.stat().st_size)
+    ascii_found = ascii_strings()
+    ASCII_TARGET.write_bytes(zlib.compress("\0".join(ascii_found).encode("ascii"), 9))
+    print(ASCII_TARGET, len(ascii_found), ASCII_TARGET.stat().st_size)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ an error, a reduction a little early only a cost. The classes:
   group of up to 3 is a token, and a space before a number is one; a run of symbols costs a
   token per 2 (one repeated symbol a token per 16), a single symbol after a letter and before
   one mostly joins the word (``/usr``, ``(bar``, ``.txt``), a line break after a symbol joins
-  it (``,\\n``). These pieces are counted 3% high (rare words that o200k splits).
+  it (``,\\n``). These pieces are counted 3% high (rare words that o200k splits). A word
+  of up to 12 letters o200k has no token for (random letters, a cipher, a generated name),
+  or such a piece of it between capitals, is the greedy longest match over o200k's strings
+  of ASCII letters (``_ascii_vocab.zlib``, the first piece with the space before it), the
+  tokens beyond one 15% more: a word of random letters is 2 to 6 tokens.
 * **Whitespace**: a single space joins the word after it; a run of one or two kinds costs a
   token per stretch of one character, long stretches one per 100 spaces, 15 newlines or
   tabs, 4 ``\\r\\n`` pairs, non-breaking spaces one per 5 and one more; a run repeating a
@@ -51,11 +55,12 @@ import functools
 import re
 import unicodedata
 import zlib
+from collections import Counter
 from pathlib import Path
 
 from langchain_compact._cjk_vocab import PAIRS, SINGLE, TRIPLES
 
-__all__ = ["estimate", "pieces"]
+__all__ = ["estimate", "load_tables", "pieces", "tables_loaded"]
 
 # Each pattern below is one C regex pass over the text; they are written so the regex engine
 # can skip ahead to where a match can start (a literal or a character class first, what
@@ -145,8 +150,19 @@ _SCRIPT_WORD_RE = re.compile(
 #: prose and random letters of every script in tests/unit/_content.py).
 _SCRIPT_SLACK = 1.04
 _SCRIPT_VOCAB_FILE = Path(__file__).with_name("_script_vocab.zlib")
+#: o200k's one-token strings of ASCII letters, a leading space kept (``bench/script_vocab.py``).
+_ASCII_VOCAB_FILE = Path(__file__).with_name("_ascii_vocab.zlib")
+#: The pieces o200k's pre-tokenizer cuts a run of ASCII letters into: capitals then small
+#: letters (``XMLHttp``, ``Request``), or capitals alone (``EOY``).
+_CASE_PIECE_RE = re.compile(r"[A-Z]*[a-z]+|[A-Z]+")
+#: The greedy match finds fewer tokens than o200k's merges on random letters (5 to 12%).
+_UNKNOWN_SLACK = 1.15
+#: The longest ASCII piece looked up (a word of ``_LONG_WORD`` letters and its space).
+_ASCII_PIECE = _LONG_WORD + 1
 _ASTRAL_RE = re.compile("[\U00010000-\U0010ffff\u2600-\u27bf\u2b00-\u2bff]")
 _MARKS_RE = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+#: A combining mark is 1 to 2 o200k tokens: 2.1 each lands 1.04 to 1.06 of o200k on the
+#: generated samples (docs/how-it-works.md, "How text is estimated").
 _MARK_TOKENS = 2.1
 #: Runs of non-ASCII symbols by :func:`_symbol_run` land 0.99 to 1.02 of o200k on random
 #: runs of each block (box drawing, arrows, math operators, private use, Braille): 4% more.
@@ -215,7 +231,7 @@ def _words_and_spacing(text: str) -> float:
     """The tokens of ``text``'s words, digits, underscores and whitespace, less the symbols
     that join a word or a line break (counted with the symbols after)."""
     words = _WORD_RE.findall(text)
-    n: float = len(words)
+    n: float = len(words) + _unknown_words(words)
     n += len(_INNER_CAP_RE.findall(text)) + len(_DIGITS_RE.findall(text))
     if words and max(map(len, words)) > _LONG_WORD:
         for word in words:  # junk, hashes, repeated letters: o200k splits
@@ -376,6 +392,7 @@ def _ascii_words_and_spacing(text: str, raw: bytes, join: bytes) -> float:
     case = raw.translate(_CASE_CLASSES)
     # a word starts at a letter after anything else, or at the start
     n: float = join.count(b"sa") + join.count(b"wa") + join.count(b"xa") + (join[:1] == b"a")
+    n += _unknown_words(_WORD_RE.findall(text))
     # digit groups of up to 3: a run of L digits is L // 3 groups of 3 (``D``) and one more
     # if digits are left (a ``d`` before what ends the run)
     digits = raw.translate(_DIGIT_CLASSES)
@@ -486,6 +503,68 @@ def _script_data() -> tuple[frozenset[str], dict[str, int], frozenset[int]]:
         if len(s) > longest.get(s[:3], 2):
             longest[s[:3]] = len(s)
     return frozenset(strings), longest, blocks
+
+
+def _unknown_words(words: list[str]) -> float:
+    """The tokens beyond one a piece (a word, and one more per inner capital, as the passes
+    count them) of the words of up to ``_LONG_WORD`` letters that o200k has no token for:
+    random letters (a cipher, generated names) are 2 to 6 tokens a word, not one. A word
+    o200k has whole, with or without the space before it, adds nothing; a set difference
+    finds the others, so prose pays one C pass."""
+    known = _ascii_vocab()[1]
+    unknown = set(words).difference(known)
+    if not unknown:
+        return 0
+    counts: Counter[str] | None = None
+    extra = 0
+    for word in unknown:
+        more = _ascii_word(word) if len(word) <= _LONG_WORD else 0
+        if more:
+            counts = Counter(words) if counts is None else counts
+            extra += more * counts[word]
+    return _UNKNOWN_SLACK * extra
+
+
+@functools.lru_cache(maxsize=8_192)
+def _ascii_word(word: str) -> int:
+    """The tokens beyond one a piece of an ASCII word o200k has no token for: each piece
+    (:data:`_CASE_PIECE_RE`) it has no token for is the longest of its strings at each step,
+    the first with the space before it (most words follow one)."""
+    vocab, known = _ascii_vocab()
+    extra = 0
+    for k, piece in enumerate(_CASE_PIECE_RE.findall(word)):
+        if piece in known:
+            continue
+        text = " " + piece if k == 0 else piece
+        n, i, end = 0, 0, len(text)
+        while i < end:
+            j = min(end, i + _ASCII_PIECE)
+            while j > i + 1 and text[i:j] not in vocab:
+                j -= 1
+            i = j
+            n += 1
+        extra += n - 1
+    return extra
+
+
+def load_tables() -> None:
+    """Read the table every ASCII text's estimate looks words up in (o200k's ASCII words,
+    about 20 ms once per process), so no estimate made on an event loop reads a file:
+    ``tokens.load_tokenizers`` calls it, in a worker thread on the async paths."""
+    _ascii_vocab()
+
+
+def tables_loaded() -> bool:
+    """Whether :func:`load_tables` has read its table."""
+    return _ascii_vocab.cache_info().currsize > 0
+
+
+@functools.lru_cache(maxsize=1)
+def _ascii_vocab() -> tuple[frozenset[str], frozenset[str]]:
+    """o200k's one-token strings of ASCII letters (a leading space kept), and the words
+    among them as a text holds them (without the space)."""
+    strings = zlib.decompress(_ASCII_VOCAB_FILE.read_bytes()).decode("ascii").split("\0")
+    return frozenset(strings), frozenset(s.lstrip(" ") for s in strings)
 
 
 @functools.lru_cache(maxsize=4_096)

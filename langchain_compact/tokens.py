@@ -32,7 +32,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from langchain_compact._estimate import estimate, pieces
+from langchain_compact._estimate import estimate, load_tables, pieces, tables_loaded
 from langchain_compact._images import (
     LARGEST,
     ImagePricing,
@@ -751,14 +751,20 @@ PRECISE_UNAVAILABLE = (
 
 
 def _tokenizers_loaded(counter: object) -> bool:
-    return bool(_precise) and (not isinstance(counter, TiktokenCounter) or counter.loaded)
+    return (
+        bool(_precise)
+        and tables_loaded()
+        and (not isinstance(counter, TiktokenCounter) or counter.loaded)
+    )
 
 
 def load_tokenizers(counter: object = None) -> None:
     """Load what counting will need now, so no later count reads a file: the process-wide
     precise counter (:func:`precise_counter`) and ``counter`` when it is a
-    :class:`TiktokenCounter` (provisioning tiktoken's cache from ``bpe-openai`` if needed).
+    :class:`TiktokenCounter` (provisioning tiktoken's cache from ``bpe-openai`` if needed),
+    and the estimate's table of o200k's ASCII words (:func:`~._estimate.load_tables`).
     Loaded once per process (per counter); a no-op after that."""
+    load_tables()
     precise_counter()
     if isinstance(counter, TiktokenCounter):
         counter._load()

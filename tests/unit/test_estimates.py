@@ -44,7 +44,9 @@ UPPER = {
     "base64": 1.10,
     "emoji": 1.10,
     "combining": 1.10,
-    "control": 1.12,
+    # a word glued to an escape code ("\\x1b[0mtask") is 2 tokens, priced so since the ASCII
+    # vocabulary, besides the escape code's 2
+    "control": 1.15,
     "nbsp_table": 1.20,
     "whitespace": 1.15,
     "whitespace_runs": 1.15,
@@ -60,6 +62,10 @@ UPPER = {
     "hebrew_random": 1.10,
     "thai_random": 1.10,
     "devanagari_random": 1.10,
+    "latin_random": 1.10,
+    "capitals_random": 1.10,
+    "letters_random": 1.10,
+    "cipher": 1.10,
     "mixed": 1.10,
     "symbols": 1.10,
     "symbol_blocks": 1.10,

@@ -55,6 +55,8 @@ CLASSES = (
     "cyrillic_random",
     "greek_random",
     "arabic_random",
+    "latin_random",
+    "cipher",
     "symbols",
     "mixed",
 )
