@@ -157,8 +157,6 @@ _ASCII_VOCAB_FILE = Path(__file__).with_name("_ascii_vocab.zlib")
 _CASE_PIECE_RE = re.compile(r"[A-Z]*[a-z]+|[A-Z]+")
 #: The greedy match finds fewer tokens than o200k's merges on random letters (5 to 12%).
 _UNKNOWN_SLACK = 1.15
-#: The longest ASCII piece looked up (a word of ``_LONG_WORD`` letters and its space).
-_ASCII_PIECE = _LONG_WORD + 1
 _ASTRAL_RE = re.compile("[\U00010000-\U0010ffff\u2600-\u27bf\u2b00-\u2bff]")
 _MARKS_RE = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
 #: A combining mark is 1 to 2 o200k tokens: 2.1 each lands 1.04 to 1.06 of o200k on the
@@ -530,7 +528,7 @@ def _ascii_word(word: str) -> int:
     """The tokens beyond one a piece of an ASCII word o200k has no token for: each piece
     (:data:`_CASE_PIECE_RE`) it has no token for is the longest of its strings at each step,
     the first with the space before it (most words follow one)."""
-    vocab, known = _ascii_vocab()
+    vocab, known, longest = _ascii_vocab()
     extra = 0
     for k, piece in enumerate(_CASE_PIECE_RE.findall(word)):
         if piece in known:
@@ -538,10 +536,10 @@ def _ascii_word(word: str) -> int:
         text = " " + piece if k == 0 else piece
         n, i, end = 0, 0, len(text)
         while i < end:
-            j = min(end, i + _ASCII_PIECE)
-            while j > i + 1 and text[i:j] not in vocab:
-                j -= 1
-            i = j
+            size = min(longest.get(text[i : i + 3], 2), end - i)
+            while size > 1 and text[i : i + size] not in vocab:
+                size -= 1
+            i += size
             n += 1
         extra += n - 1
     return extra
@@ -560,11 +558,16 @@ def tables_loaded() -> bool:
 
 
 @functools.lru_cache(maxsize=1)
-def _ascii_vocab() -> tuple[frozenset[str], frozenset[str]]:
-    """o200k's one-token strings of ASCII letters (a leading space kept), and the words
-    among them as a text holds them (without the space)."""
+def _ascii_vocab() -> tuple[frozenset[str], frozenset[str], dict[str, int]]:
+    """o200k's one-token strings of ASCII letters (a leading space kept), the words among
+    them as a text holds them (without the space), and by their first three characters the
+    longest of them (a string of three characters or more that starts no longer one: two)."""
     strings = zlib.decompress(_ASCII_VOCAB_FILE.read_bytes()).decode("ascii").split("\0")
-    return frozenset(strings), frozenset(s.lstrip(" ") for s in strings)
+    longest: dict[str, int] = {}
+    for s in strings:
+        if len(s) > longest.get(s[:3], 2):
+            longest[s[:3]] = len(s)
+    return frozenset(strings), frozenset(s.lstrip(" ") for s in strings), longest
 
 
 @functools.lru_cache(maxsize=4_096)
