@@ -796,7 +796,12 @@ def preload_precise_counter() -> None:
         if _precise or _preload_started.is_set():
             return
         _preload_started.set()
-    threading.Thread(target=precise_counter, name="langchain-compact-o200k", daemon=True).start()
+    threading.Thread(target=_preload, name="langchain-compact-o200k", daemon=True).start()
+
+
+def _preload() -> None:
+    load_tables()  # the estimate's table of ASCII words too: the first turn reads no file
+    precise_counter()
 
 
 #: Tool results at least this long are counted ahead (see :func:`precount_unread`): about
