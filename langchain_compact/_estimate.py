@@ -56,7 +56,9 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from langchain_compact._cjk_vocab import PAIRS, SINGLE, TRIPLES
 
@@ -339,6 +341,8 @@ _JOIN_CLASSES = _classes(
     }
 )
 _CASE_CLASSES = _classes({_chars("[a-z]"): "l", _chars("[A-Z]"): "U"})
+#: Letters kept, every other byte a space: ``split()`` then gives the words of ``_WORD_RE``.
+_LETTERS_ONLY = bytes(b if chr(b) in _LETTERS else 0x20 for b in range(256))
 _DIGIT_CLASSES = _classes({_DIGIT_CHARS: "d", " ": " "})
 #: Whitespace but the space ``n``, control characters ``c``.
 _SPACE_CLASSES = _classes({_SPACES.replace(" ", ""): "n", _CONTROLS: "c"})
@@ -390,7 +394,7 @@ def _ascii_words_and_spacing(text: str, raw: bytes, join: bytes) -> float:
     case = raw.translate(_CASE_CLASSES)
     # a word starts at a letter after anything else, or at the start
     n: float = join.count(b"sa") + join.count(b"wa") + join.count(b"xa") + (join[:1] == b"a")
-    n += _unknown_words(_WORD_RE.findall(text))
+    n += _unknown_ascii_words(raw)
     # digit groups of up to 3: a run of L digits is L // 3 groups of 3 (``D``) and one more
     # if digits are left (a ``d`` before what ends the run)
     digits = raw.translate(_DIGIT_CLASSES)
@@ -508,15 +512,26 @@ def _unknown_words(words: list[str]) -> float:
     count them) of the words of up to ``_LONG_WORD`` letters that o200k has no token for:
     random letters (a cipher, generated names) are 2 to 6 tokens a word, not one. A word
     o200k has whole, with or without the space before it, adds nothing; a set difference
-    finds the others, so prose pays one C pass."""
-    known = _ascii_vocab()[1]
-    unknown = set(words).difference(known)
-    if not unknown:
-        return 0
-    counts: Counter[str] | None = None
+    finds the others."""
+    unknown = set(words).difference(_ascii_vocab()[1])
+    return _priced(unknown, words, str) if unknown else 0
+
+
+def _unknown_ascii_words(raw: bytes) -> float:
+    """:func:`_unknown_words` of an ASCII text's bytes: its words split out in C (every byte
+    but a letter made a space) and looked up as bytes, so prose pays two C passes."""
+    words = raw.translate(_LETTERS_ONLY).split()
+    unknown = set(words).difference(_ascii_vocab()[3])
+    return _priced(unknown, words, bytes.decode) if unknown else 0
+
+
+def _priced(unknown: set[Any], words: list[Any], text: Callable[[Any], str]) -> float:
+    """The tokens :func:`_ascii_word` adds for the ``unknown`` among ``words`` (``text``: a
+    word as a str), each as often as it occurs, 15% more (:data:`_UNKNOWN_SLACK`)."""
+    counts: Counter[Any] | None = None
     extra = 0
     for word in unknown:
-        more = _ascii_word(word) if len(word) <= _LONG_WORD else 0
+        more = _ascii_word(text(word)) if len(word) <= _LONG_WORD else 0
         if more:
             counts = Counter(words) if counts is None else counts
             extra += more * counts[word]
@@ -528,7 +543,7 @@ def _ascii_word(word: str) -> int:
     """The tokens beyond one a piece of an ASCII word o200k has no token for: each piece
     (:data:`_CASE_PIECE_RE`) it has no token for is the longest of its strings at each step,
     the first with the space before it (most words follow one)."""
-    vocab, known, longest = _ascii_vocab()
+    vocab, known, longest, _ = _ascii_vocab()
     extra = 0
     for k, piece in enumerate(_CASE_PIECE_RE.findall(word)):
         if piece in known:
@@ -558,16 +573,18 @@ def tables_loaded() -> bool:
 
 
 @functools.lru_cache(maxsize=1)
-def _ascii_vocab() -> tuple[frozenset[str], frozenset[str], dict[str, int]]:
+def _ascii_vocab() -> tuple[frozenset[str], frozenset[str], dict[str, int], frozenset[bytes]]:
     """o200k's one-token strings of ASCII letters (a leading space kept), the words among
-    them as a text holds them (without the space), and by their first three characters the
-    longest of them (a string of three characters or more that starts no longer one: two)."""
+    them as a text holds them (without the space), by their first three characters the
+    longest of them (a string of three characters or more that starts no longer one: two),
+    and the words again as bytes."""
     strings = zlib.decompress(_ASCII_VOCAB_FILE.read_bytes()).decode("ascii").split("\0")
     longest: dict[str, int] = {}
     for s in strings:
         if len(s) > longest.get(s[:3], 2):
             longest[s[:3]] = len(s)
-    return frozenset(strings), frozenset(s.lstrip(" ") for s in strings), longest
+    words = frozenset(s.lstrip(" ") for s in strings)
+    return frozenset(strings), words, longest, frozenset(w.encode("ascii") for w in words)
 
 
 @functools.lru_cache(maxsize=4_096)
