@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import tiktoken
@@ -42,14 +43,8 @@ def strings() -> list[str]:
     character that is neither ASCII nor CJK, its strings of whitespace, its strings of
     symbols of the BMP holding a non-ASCII one (box drawing, arrows, punctuation), and every
     other non-ASCII character it has a token for alone."""
-    provision_tiktoken_cache()
-    enc = tiktoken.get_encoding("o200k_base")
     found = set()
-    for rank in range(enc.n_vocab):
-        try:
-            text = enc.decode_single_token_bytes(rank).decode("utf-8")
-        except (KeyError, UnicodeDecodeError):
-            continue
+    for text in token_texts("utf-8"):
         if text.isspace() or (len(text) == 1 and not text.isascii()):
             found.add(text)  # whitespace, and any other character that is a token alone
             continue
@@ -68,18 +63,18 @@ def strings() -> list[str]:
 
 def ascii_strings() -> list[str]:
     """o200k's one-token strings of ASCII letters, a leading space kept."""
+    return sorted(t for t in token_texts("ascii") if (t[1:] if t[:1] == " " else t).isalpha())
+
+
+def token_texts(encoding: str) -> Iterator[str]:
+    """The text of each of o200k's tokens that decodes in ``encoding``."""
     provision_tiktoken_cache()
     enc = tiktoken.get_encoding("o200k_base")
-    found = set()
     for rank in range(enc.n_vocab):
         try:
-            text = enc.decode_single_token_bytes(rank).decode("ascii")
+            yield enc.decode_single_token_bytes(rank).decode(encoding)
         except (KeyError, UnicodeDecodeError):
             continue
-        word = text[1:] if text.startswith(" ") else text
-        if word.isalpha():
-            found.add(text)
-    return sorted(found)
 
 
 def three_token_blocks() -> str:
