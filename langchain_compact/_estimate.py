@@ -500,11 +500,18 @@ def _script_data() -> tuple[frozenset[str], dict[str, int], frozenset[int]]:
     splits a character it has no token for in three."""
     strings = zlib.decompress(_SCRIPT_VOCAB_FILE.read_bytes()).decode("utf-8").split("\0")
     blocks = frozenset(ord(ch) - 0x1000 for ch in strings.pop()[1:])
+    return frozenset(strings), _longest_by_start(strings), blocks
+
+
+def _longest_by_start(strings: list[str]) -> dict[str, int]:
+    """The length of the longest of ``strings`` by their first three characters (a string
+    of three characters or more that starts no longer one: two), so a greedy match tries
+    only the lengths some string reaches."""
     longest: dict[str, int] = {}
     for s in strings:
         if len(s) > longest.get(s[:3], 2):
             longest[s[:3]] = len(s)
-    return frozenset(strings), longest, blocks
+    return longest
 
 
 def _unknown_words(words: list[str]) -> float:
@@ -575,16 +582,12 @@ def tables_loaded() -> bool:
 @functools.lru_cache(maxsize=1)
 def _ascii_vocab() -> tuple[frozenset[str], frozenset[str], dict[str, int], frozenset[bytes]]:
     """o200k's one-token strings of ASCII letters (a leading space kept), the words among
-    them as a text holds them (without the space), by their first three characters the
-    longest of them (a string of three characters or more that starts no longer one: two),
-    and the words again as bytes."""
+    them as a text holds them (without the space), the longest of them by their start
+    (:func:`_longest_by_start`), and the words again as bytes."""
     strings = zlib.decompress(_ASCII_VOCAB_FILE.read_bytes()).decode("ascii").split("\0")
-    longest: dict[str, int] = {}
-    for s in strings:
-        if len(s) > longest.get(s[:3], 2):
-            longest[s[:3]] = len(s)
     words = frozenset(s.lstrip(" ") for s in strings)
-    return frozenset(strings), words, longest, frozenset(w.encode("ascii") for w in words)
+    bwords = frozenset(w.encode("ascii") for w in words)
+    return frozenset(strings), words, _longest_by_start(strings), bwords
 
 
 @functools.lru_cache(maxsize=4_096)
